@@ -1,0 +1,201 @@
+package v1alpha1
+
+// AgentConfig is how one agent drives its blade. It is both the standalone
+// agent's config file (/etc/kubeblade/agent.yaml) and BladeConfig.spec.agent,
+// so a blade behaves the same with or without Kubernetes.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.hysteresisCelsius) || !has(self.criticalCelsius) || self.hysteresisCelsius < self.criticalCelsius",message="hysteresisCelsius must be below criticalCelsius"
+type AgentConfig struct {
+	// FanCurve maps SoC temperature to fan duty; between steps the duty is
+	// interpolated linearly. Temperatures must ascend.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.map(s, s.temperatureCelsius).isSorted() && self.all(a, self.exists_one(b, b.temperatureCelsius == a.temperatureCelsius))",message="fanCurve temperatures must ascend strictly"
+	// +optional
+	FanCurve []FanCurveStep `json:"fanCurve,omitempty"`
+
+	// CriticalCelsius is the SoC temperature at which the blade enters
+	// critical mode: fan at 100 %, top LED blinking, stealth suspended.
+	// +kubebuilder:validation:Minimum=30
+	// +kubebuilder:validation:Maximum=110
+	// +kubebuilder:default=60
+	// +optional
+	CriticalCelsius int32 `json:"criticalCelsius,omitempty"`
+
+	// HysteresisCelsius is how far below CriticalCelsius the temperature
+	// must fall before critical mode ends.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=50
+	// +kubebuilder:default=5
+	// +optional
+	HysteresisCelsius int32 `json:"hysteresisCelsius,omitempty"`
+
+	// TaintOnCritical taints the Node kubeblade.io/thermal-critical:NoSchedule
+	// while the blade is critical.
+	// +optional
+	TaintOnCritical bool `json:"taintOnCritical,omitempty"`
+
+	// Stealth turns all LEDs dark and drives the stealth output. The Node
+	// annotation kubeblade.io/stealth and the API override it.
+	// +optional
+	Stealth bool `json:"stealth,omitempty"`
+
+	// TachEnabled reads the fan tachometer (and so detects a stalled fan).
+	// Default true; turn it off for fans without a tach wire.
+	// +optional
+	TachEnabled *bool `json:"tachEnabled,omitempty"`
+
+	// LEDs sets the colours the blade shows.
+	// +optional
+	LEDs LEDColors `json:"leds,omitempty"`
+
+	// Hardware selects and configures the hardware backend.
+	// +optional
+	Hardware HardwareConfig `json:"hardware,omitempty"`
+
+	// GRPC configures the agent's gRPC API.
+	// +optional
+	GRPC GRPCConfig `json:"grpc,omitempty"`
+
+	// Metrics configures the Prometheus endpoint.
+	// +optional
+	Metrics MetricsConfig `json:"metrics,omitempty"`
+}
+
+// FanCurveStep is one point of the fan curve.
+type FanCurveStep struct {
+	// TemperatureCelsius is the SoC temperature of this step.
+	// +kubebuilder:validation:Minimum=-40
+	// +kubebuilder:validation:Maximum=125
+	TemperatureCelsius int32 `json:"temperatureCelsius"`
+	// Percent is the fan duty at this temperature.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	Percent int32 `json:"percent"`
+}
+
+// LEDColors are colours in #rrggbb form.
+type LEDColors struct {
+	// IdleColor is the edge LED's colour when nothing is going on.
+	// +kubebuilder:validation:Pattern=`^#[0-9a-fA-F]{6}$`
+	// +optional
+	IdleColor string `json:"idleColor,omitempty"`
+	// IdentifyColor is the colour the edge LED blinks during identify.
+	// +kubebuilder:validation:Pattern=`^#[0-9a-fA-F]{6}$`
+	// +optional
+	IdentifyColor string `json:"identifyColor,omitempty"`
+	// CriticalColor is the colour the LEDs show in critical mode.
+	// +kubebuilder:validation:Pattern=`^#[0-9a-fA-F]{6}$`
+	// +optional
+	CriticalColor string `json:"criticalColor,omitempty"`
+}
+
+// HardwareBackend names a hardware backend.
+// +kubebuilder:validation:Enum=auto;linux;simulated
+type HardwareBackend string
+
+const (
+	// BackendAuto picks linux on a blade. It never falls back to the
+	// simulation: a blade that cannot be driven must say so.
+	BackendAuto      HardwareBackend = "auto"
+	BackendLinux     HardwareBackend = "linux"
+	BackendSimulated HardwareBackend = "simulated"
+)
+
+// HardwareConfig selects and configures the hardware backend.
+type HardwareConfig struct {
+	// Backend is auto, linux or simulated.
+	// +kubebuilder:default=auto
+	// +optional
+	Backend HardwareBackend `json:"backend,omitempty"`
+	// Linux configures the linux backend; every path has a default.
+	// +optional
+	Linux LinuxHardwareConfig `json:"linux,omitempty"`
+	// Simulated configures the simulated backend.
+	// +optional
+	Simulated SimulatedHardwareConfig `json:"simulated,omitempty"`
+}
+
+// LinuxHardwareConfig overrides where the linux backend finds devices.
+// Empty fields mean auto-detection.
+type LinuxHardwareConfig struct {
+	// SysfsRoot is where sysfs is mounted (default /sys).
+	// +optional
+	SysfsRoot string `json:"sysfsRoot,omitempty"`
+	// DevRoot is where device nodes live (default /dev).
+	// +optional
+	DevRoot string `json:"devRoot,omitempty"`
+	// GPIOChip is the GPIO chip's name or label (default: the chip labelled
+	// pinctrl-bcm2711 or pinctrl-rp1).
+	// +optional
+	GPIOChip string `json:"gpioChip,omitempty"`
+	// PWMChip is the sysfs PWM chip name, e.g. pwmchip0 (default: detected).
+	// +optional
+	PWMChip string `json:"pwmChip,omitempty"`
+	// PWMChannel is the PWM channel driving the fan (default 0).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	PWMChannel *int32 `json:"pwmChannel,omitempty"`
+	// SerialDevice is the smart fan unit's UART (default /dev/ttyAMA5 on
+	// CM4, /dev/ttyAMA4 on CM5).
+	// +optional
+	SerialDevice string `json:"serialDevice,omitempty"`
+	// ThermalZoneType is the type of the thermal zone to read (default
+	// cpu-thermal).
+	// +optional
+	ThermalZoneType string `json:"thermalZoneType,omitempty"`
+	// FanUnit forces the fan unit kind instead of detecting it.
+	// +kubebuilder:validation:Enum=auto;standard;smart;none
+	// +optional
+	FanUnit string `json:"fanUnit,omitempty"`
+}
+
+// SimulatedHardwareConfig shapes the simulated blade.
+type SimulatedHardwareConfig struct {
+	// Load is the simulated CPU load in hundredths (100 = all cores busy).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	LoadPercent int32 `json:"loadPercent,omitempty"`
+	// FanUnit is the simulated fan unit.
+	// +kubebuilder:validation:Enum=standard;smart
+	// +optional
+	FanUnit string `json:"fanUnit,omitempty"`
+	// ControlSocket, when set, serves the simulated blade's controls
+	// (button, load, faults) over HTTP on this unix socket.
+	// +optional
+	ControlSocket string `json:"controlSocket,omitempty"`
+}
+
+// GRPCConfig configures the gRPC API.
+type GRPCConfig struct {
+	// SocketPath is the local unix socket (default /run/kubeblade/agent.sock).
+	// +optional
+	SocketPath string `json:"socketPath,omitempty"`
+	// Remote enables the mutual-TLS TCP listener.
+	// +optional
+	Remote RemoteGRPCConfig `json:"remote,omitempty"`
+}
+
+// RemoteGRPCConfig configures remote gRPC access. TCP is always mutual TLS.
+type RemoteGRPCConfig struct {
+	// Enabled opens the TCP listener.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+	// Port is the TCP port (default 8081).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +optional
+	Port int32 `json:"port,omitempty"`
+	// ExtraSANs are additional DNS names or IPs for the serving certificate.
+	// +optional
+	ExtraSANs []string `json:"extraSANs,omitempty"`
+}
+
+// MetricsConfig configures the Prometheus endpoint.
+type MetricsConfig struct {
+	// BindAddress serves /metrics, /healthz and /readyz (default :9666;
+	// "0" disables it).
+	// +optional
+	BindAddress string `json:"bindAddress,omitempty"`
+}

@@ -1,0 +1,622 @@
+// Package agent runs one blade: it samples the hardware backend on a clock,
+// feeds the core state machine, writes the outputs it asks for, renders LED
+// blinking, publishes events, and serves requests from the API layers. All
+// state changes happen on the agent's single loop goroutine; everything else
+// talks to it through methods that are safe for concurrent use.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/kubeblade/kubeblade/internal/core"
+	"github.com/kubeblade/kubeblade/internal/debounce"
+	"github.com/kubeblade/kubeblade/internal/eventbus"
+	"github.com/kubeblade/kubeblade/internal/hardware"
+)
+
+// Defaults for Options.
+const (
+	// DefaultSampleInterval is how often sensors are read and the fan
+	// curve re-evaluated; the spec asks for at least every 2 s.
+	DefaultSampleInterval = time.Second
+	// DefaultButtonDebounce absorbs contact bounce while still letting a
+	// person's quick double press count twice.
+	DefaultButtonDebounce = 50 * time.Millisecond
+	// blinkTick renders blinking LEDs; half the blink period so each phase
+	// is shown.
+	blinkTick = core.BlinkPeriod / 2
+)
+
+// ErrNotRunning is returned by requests made while the loop is not running.
+var ErrNotRunning = errors.New("agent is not running")
+
+// Options configure an Agent.
+type Options struct {
+	Backend  hardware.Backend
+	Settings core.Settings
+	// ConfigName names the applied configuration in events and status
+	// (e.g. a file path or "BladeConfig default generation 3").
+	ConfigName string
+	Clock      clock.WithTicker
+	Logger     *slog.Logger
+	// SampleInterval defaults to DefaultSampleInterval.
+	SampleInterval time.Duration
+	// ButtonDebounce defaults to DefaultButtonDebounce.
+	ButtonDebounce time.Duration
+	// Version is reported in status.
+	Version string
+}
+
+// Status is the agent's observable state: the core's plus what the agent
+// knows about the hardware and itself.
+type Status struct {
+	core.Status
+	Info         hardware.Info
+	Capabilities hardware.Capabilities
+	ConfigName   string
+	Settings     core.Settings
+	Version      string
+	// Running is true between the loop's start and its safe exit.
+	Running bool
+	// UpdatedAt is when the state last changed.
+	UpdatedAt time.Time
+}
+
+// Counters are monotonically increasing totals for metrics.
+type Counters struct {
+	Events         map[core.Reason]uint64
+	HardwareErrors map[string]uint64
+	ButtonEdges    uint64
+	ButtonPresses  uint64
+	Samples        uint64
+	BusDropped     uint64
+}
+
+// Agent drives one blade.
+type Agent struct {
+	hw       hardware.Backend
+	clk      clock.WithTicker
+	log      *slog.Logger
+	sample   time.Duration
+	version  string
+	bus      *eventbus.Bus[core.Event]
+	cmds     chan command
+	running  atomic.Bool
+	runOnce  atomic.Bool
+	stopped  chan struct{}
+	caps     hardware.Capabilities
+	info     hardware.Info
+	machine  *core.Machine
+	debounce debounce.Debouncer
+	// written caches the last successful write per output so unchanged
+	// outputs cost nothing; a failed write clears its entry to retry.
+	written written
+
+	mu         sync.RWMutex
+	status     Status
+	counters   Counters
+	errLogged  map[string]bool
+	confirmers []chan struct{}
+}
+
+type written struct {
+	fan     *uint8
+	leds    [2]*hardware.Color
+	stealth *bool
+}
+
+type command struct {
+	do   func(now time.Time) error
+	done chan error
+}
+
+// New creates an agent. It does not touch the hardware until Run.
+func New(o Options) (*Agent, error) {
+	if o.Backend == nil {
+		return nil, errors.New("agent: no hardware backend")
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.SampleInterval <= 0 {
+		o.SampleInterval = DefaultSampleInterval
+	}
+	if o.ButtonDebounce <= 0 {
+		o.ButtonDebounce = DefaultButtonDebounce
+	}
+	a := &Agent{
+		hw:        o.Backend,
+		clk:       o.Clock,
+		log:       o.Logger,
+		sample:    o.SampleInterval,
+		version:   o.Version,
+		bus:       eventbus.New[core.Event](),
+		cmds:      make(chan command),
+		stopped:   make(chan struct{}),
+		caps:      o.Backend.Capabilities(),
+		info:      o.Backend.Info(),
+		machine:   core.New(o.Settings),
+		debounce:  debounce.Debouncer{Window: o.ButtonDebounce},
+		counters:  Counters{Events: map[core.Reason]uint64{}, HardwareErrors: map[string]uint64{}},
+		errLogged: map[string]bool{},
+	}
+	a.status = a.buildStatus(o.Clock.Now(), o.ConfigName)
+	return a, nil
+}
+
+// Subscribe returns a subscription to the agent's events. Every state change
+// publishes at least a StatusChanged event. Slow subscribers lose their
+// oldest events, never block the agent.
+func (a *Agent) Subscribe(buffer int) *eventbus.Subscription[core.Event] {
+	return a.bus.Subscribe(buffer)
+}
+
+// Status returns a snapshot of the agent's state.
+func (a *Agent) Status() Status {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.status
+}
+
+// Counters returns a copy of the agent's counters.
+func (a *Agent) Counters() Counters {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	c := a.counters
+	c.Events = make(map[core.Reason]uint64, len(a.counters.Events))
+	for k, v := range a.counters.Events {
+		c.Events[k] = v
+	}
+	c.HardwareErrors = make(map[string]uint64, len(a.counters.HardwareErrors))
+	for k, v := range a.counters.HardwareErrors {
+		c.HardwareErrors[k] = v
+	}
+	c.BusDropped = a.bus.Dropped()
+	return c
+}
+
+// Ready reports whether the loop runs.
+func (a *Agent) Ready() bool { return a.running.Load() }
+
+// Done is closed when Run has returned.
+func (a *Agent) Done() <-chan struct{} { return a.stopped }
+
+// SetIdentify starts or stops identify.
+func (a *Agent) SetIdentify(ctx context.Context, on bool, src core.Source) error {
+	return a.exec(ctx, func(now time.Time) error {
+		a.machine.SetIdentify(now, on, src)
+		return nil
+	})
+}
+
+// SetStealth overrides the configured stealth mode; nil clears the override.
+func (a *Agent) SetStealth(ctx context.Context, override *bool, src core.Source) error {
+	return a.exec(ctx, func(now time.Time) error {
+		a.machine.SetStealth(now, override, src)
+		return nil
+	})
+}
+
+// SetFanManual fixes the fan duty. It fails with core.ErrInvalidArgument
+// or core.ErrCriticalActive and then changes nothing.
+func (a *Agent) SetFanManual(ctx context.Context, percent int, src core.Source) error {
+	return a.exec(ctx, func(now time.Time) error { return a.machine.SetFanManual(now, percent, src) })
+}
+
+// SetFanAuto returns the fan to the curve.
+func (a *Agent) SetFanAuto(ctx context.Context, src core.Source) error {
+	return a.exec(ctx, func(now time.Time) error {
+		a.machine.SetFanAuto(now, src)
+		return nil
+	})
+}
+
+// SetLEDOverride fixes (or with nil releases) one LED's colour.
+func (a *Agent) SetLEDOverride(ctx context.Context, led hardware.LED, c *hardware.Color) error {
+	return a.exec(ctx, func(now time.Time) error { return a.machine.SetLEDOverride(led, c) })
+}
+
+// ApplySettings switches to new settings live.
+func (a *Agent) ApplySettings(ctx context.Context, s core.Settings, name string) error {
+	return a.exec(ctx, func(now time.Time) error {
+		a.machine.ApplySettings(now, s, name)
+		a.mu.Lock()
+		a.status.ConfigName = name
+		a.mu.Unlock()
+		return nil
+	})
+}
+
+// WaitForIdentifyConfirm blocks until identify stops (a button press
+// confirms it, or it is switched off), or ctx ends. It returns at once when
+// identify is not active.
+func (a *Agent) WaitForIdentifyConfirm(ctx context.Context) error {
+	ch := make(chan struct{})
+	err := a.exec(ctx, func(now time.Time) error {
+		if !a.machine.Status().Identify {
+			close(ch)
+			return nil
+		}
+		a.mu.Lock()
+		a.confirmers = append(a.confirmers, ch)
+		a.mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-a.stopped:
+		return ErrNotRunning
+	}
+}
+
+// exec runs fn on the loop goroutine and waits for its result.
+func (a *Agent) exec(ctx context.Context, fn func(now time.Time) error) error {
+	c := command{do: fn, done: make(chan error, 1)}
+	select {
+	case a.cmds <- c:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-a.stopped:
+		return ErrNotRunning
+	}
+	select {
+	case err := <-c.done:
+		return err
+	case <-ctx.Done():
+		// The command still runs; only the caller stops waiting.
+		return ctx.Err()
+	}
+}
+
+// Run drives the blade until ctx ends, then leaves it safe: fan at 100 %,
+// LEDs dark. It can be called once.
+func (a *Agent) Run(ctx context.Context) error {
+	if !a.runOnce.CompareAndSwap(false, true) {
+		return errors.New("agent: Run called twice")
+	}
+	defer close(a.stopped)
+	a.reportMissingCapabilities()
+
+	now := a.clk.Now()
+	a.machine.TakeEvents()
+	a.publish(core.Event{Reason: core.ReasonAgentStarted, Time: now,
+		Message: fmt.Sprintf("kubeblade agent %s started on %s backend (%s)", a.version, a.info.Backend, a.info.SoC)})
+	a.sampleSensors(now)
+	a.running.Store(true)
+	a.step(now)
+
+	sampler := a.clk.NewTicker(a.sample)
+	defer sampler.Stop()
+	var blink clock.Ticker
+	var blinkC <-chan time.Time
+	buttons := a.hw.ButtonEvents()
+
+	for {
+		// Only tick for blinking while an LED blinks: an idle agent wakes
+		// once per sample interval and no more.
+		if a.machine.Outputs().Blinking() {
+			if blink == nil {
+				blink = a.clk.NewTicker(blinkTick)
+				blinkC = blink.C()
+			}
+		} else if blink != nil {
+			blink.Stop()
+			blink, blinkC = nil, nil
+		}
+
+		select {
+		case <-ctx.Done():
+			if blink != nil {
+				blink.Stop()
+			}
+			return a.safeExit()
+		case <-sampler.C():
+			a.onSample()
+		case <-blinkC:
+			a.writeOutputs(a.clk.Now())
+		case ev, ok := <-buttons:
+			if !ok {
+				buttons = nil // backend closed; keep the blade safe anyway
+				continue
+			}
+			a.onButton(ev)
+		case c := <-a.cmds:
+			// Hardware comes first: a request is answered against the
+			// freshest readings, and a due sample is never starved by a
+			// stream of requests.
+			select {
+			case <-sampler.C():
+				a.onSample()
+			default:
+			}
+			for drained := false; !drained && buttons != nil; {
+				select {
+				case ev, ok := <-buttons:
+					if !ok {
+						buttons = nil
+						continue
+					}
+					a.onButton(ev)
+				default:
+					drained = true
+				}
+			}
+			now := a.clk.Now()
+			err := c.do(now)
+			a.step(now)
+			c.done <- err
+		}
+	}
+}
+
+func (a *Agent) onSample() {
+	now := a.clk.Now()
+	a.sampleSensors(now)
+	a.step(now)
+}
+
+func (a *Agent) onButton(ev hardware.ButtonEvent) {
+	a.mu.Lock()
+	a.counters.ButtonEdges++
+	accept := a.debounce.Accept(ev.Time)
+	if accept {
+		a.counters.ButtonPresses++
+	}
+	a.mu.Unlock()
+	if accept {
+		now := a.clk.Now()
+		a.machine.ButtonPressed(now)
+		a.step(now)
+	}
+}
+
+func (a *Agent) reportMissingCapabilities() {
+	if missing := a.caps.Missing(); len(missing) > 0 {
+		a.log.Warn("hardware capabilities missing; the agent runs without them",
+			"backend", a.info.Backend, "missing", missing)
+	}
+	if !a.info.IsBlade {
+		a.log.Warn("this machine is not a Compute Blade; the agent will not drive any hardware", "detail", a.info.Detail)
+	}
+}
+
+func (a *Agent) sampleSensors(now time.Time) {
+	a.mu.Lock()
+	a.counters.Samples++
+	a.mu.Unlock()
+	if !a.info.IsBlade {
+		return
+	}
+	if a.caps.Has(hardware.CapTemperature) {
+		if t, err := a.hw.SoCTemperature(); err != nil {
+			a.hwError("temperature", err)
+			a.machine.TemperatureUnavailable(now)
+		} else {
+			a.hwOK("temperature")
+			a.machine.ObserveTemperature(now, t)
+		}
+	} else {
+		a.machine.TemperatureUnavailable(now)
+	}
+	if a.caps.Has(hardware.CapAirflowTemperature) {
+		if t, err := a.hw.AirflowTemperature(); err == nil {
+			a.machine.ObserveAirflow(now, t)
+		}
+	}
+	if a.caps.Has(hardware.CapTach) && a.machine.Settings().TachEnabled {
+		if rpm, err := a.hw.FanRPM(); err != nil {
+			a.hwError("tach", err)
+		} else {
+			a.hwOK("tach")
+			a.machine.ObserveFanRPM(now, rpm)
+		}
+	}
+	if a.caps.Has(hardware.CapPoEDetect) {
+		if p, err := a.hw.PowerSource(); err != nil {
+			a.hwError("power", err)
+		} else {
+			a.hwOK("power")
+			a.machine.ObservePower(now, p)
+		}
+	}
+	a.machine.Tick(now)
+}
+
+// step writes outputs, publishes the events the machine raised and, when
+// anything observable changed, a fresh status.
+func (a *Agent) step(now time.Time) {
+	a.writeOutputs(now)
+	events := a.machine.TakeEvents()
+	for _, ev := range events {
+		a.publish(ev)
+		if ev.Reason == core.ReasonIdentifyStopped {
+			a.releaseConfirmers()
+		}
+	}
+	st := a.buildStatus(now, "")
+	a.mu.Lock()
+	prev := a.status
+	st.ConfigName = prev.ConfigName
+	changed := !sameObservable(prev, st)
+	if changed {
+		a.status = st
+	} else {
+		a.status.Running = st.Running
+	}
+	a.mu.Unlock()
+	if changed || len(events) > 0 {
+		a.bus.Publish(core.Event{Reason: core.ReasonStatusChanged, Time: now})
+	}
+}
+
+func (a *Agent) buildStatus(now time.Time, cfgName string) Status {
+	return Status{
+		Status:       a.machine.Status(),
+		Info:         a.info,
+		Capabilities: a.caps,
+		ConfigName:   cfgName,
+		Settings:     a.machine.Settings(),
+		Version:      a.version,
+		Running:      a.running.Load(),
+		UpdatedAt:    now,
+	}
+}
+
+// sameObservable compares what watchers care about; the fan curve is
+// compared by its steps since curves hold slices.
+func sameObservable(x, y Status) bool {
+	if x.Running != y.Running || x.ConfigName != y.ConfigName {
+		return false
+	}
+	xs, ys := x.Status, y.Status
+	if (xs.StealthOverride == nil) != (ys.StealthOverride == nil) ||
+		(xs.StealthOverride != nil && *xs.StealthOverride != *ys.StealthOverride) {
+		return false
+	}
+	for i := range xs.LEDOverride {
+		xo, yo := xs.LEDOverride[i], ys.LEDOverride[i]
+		if (xo == nil) != (yo == nil) || (xo != nil && *xo != *yo) {
+			return false
+		}
+	}
+	xs.StealthOverride, ys.StealthOverride = nil, nil
+	xs.LEDOverride, ys.LEDOverride = [2]*hardware.Color{}, [2]*hardware.Color{}
+	return xs == ys
+}
+
+func (a *Agent) publish(ev core.Event) {
+	a.mu.Lock()
+	a.counters.Events[ev.Reason]++
+	a.mu.Unlock()
+	level := slog.LevelInfo
+	if ev.Warning {
+		level = slog.LevelWarn
+	}
+	a.log.Log(context.Background(), level, ev.Message, "reason", ev.Reason, "source", ev.Source)
+	a.bus.Publish(ev)
+}
+
+func (a *Agent) releaseConfirmers() {
+	a.mu.Lock()
+	cs := a.confirmers
+	a.confirmers = nil
+	a.mu.Unlock()
+	for _, c := range cs {
+		close(c)
+	}
+}
+
+func (a *Agent) writeOutputs(now time.Time) {
+	if !a.info.IsBlade {
+		return
+	}
+	o := a.machine.Outputs()
+	if a.caps.Has(hardware.CapFan) && (a.written.fan == nil || *a.written.fan != o.FanPercent) {
+		if err := a.hw.SetFanPercent(o.FanPercent); err != nil {
+			a.hwError("fan", err)
+			a.written.fan = nil
+		} else {
+			a.hwOK("fan")
+			v := o.FanPercent
+			a.written.fan = &v
+		}
+	}
+	if a.caps.Has(hardware.CapStealth) && (a.written.stealth == nil || *a.written.stealth != o.StealthOutput) {
+		if err := a.hw.SetStealth(o.StealthOutput); err != nil {
+			a.hwError("stealth", err)
+			a.written.stealth = nil
+		} else {
+			a.hwOK("stealth")
+			v := o.StealthOutput
+			a.written.stealth = &v
+		}
+	}
+	if a.caps.Has(hardware.CapLEDs) {
+		for _, led := range hardware.LEDs {
+			c := o.LEDs[led].ColorAt(now)
+			if w := a.written.leds[led]; w != nil && *w == c {
+				continue
+			}
+			if err := a.hw.SetLED(led, c); err != nil {
+				a.hwError("led", err)
+				a.written.leds[led] = nil
+			} else {
+				a.hwOK("led")
+				a.written.leds[led] = &c
+			}
+		}
+	}
+}
+
+// hwError counts a hardware error and logs it once until the operation
+// succeeds again, so a broken sensor does not flood the log every second.
+func (a *Agent) hwError(op string, err error) {
+	a.mu.Lock()
+	a.counters.HardwareErrors[op]++
+	first := !a.errLogged[op]
+	a.errLogged[op] = true
+	a.mu.Unlock()
+	if first {
+		a.log.Error("hardware operation failed", "op", op, "err", err)
+	}
+}
+
+func (a *Agent) hwOK(op string) {
+	a.mu.Lock()
+	was := a.errLogged[op]
+	delete(a.errLogged, op)
+	a.mu.Unlock()
+	if was {
+		a.log.Info("hardware operation works again", "op", op)
+	}
+}
+
+// safeExit leaves the blade cool and dark whatever state it was in: a
+// stopped agent cannot react to heat, so the fan must not depend on it.
+func (a *Agent) safeExit() error {
+	a.running.Store(false)
+	var errs []error
+	if a.info.IsBlade {
+		if a.caps.Has(hardware.CapFan) {
+			if err := a.hw.SetFanPercent(100); err != nil {
+				errs = append(errs, fmt.Errorf("fan to 100 %%: %w", err))
+			}
+		}
+		if a.caps.Has(hardware.CapLEDs) {
+			for _, led := range hardware.LEDs {
+				if err := a.hw.SetLED(led, hardware.Off); err != nil {
+					errs = append(errs, fmt.Errorf("%s LED off: %w", led, err))
+				}
+			}
+		}
+	}
+	// Identify waiters are not released here: they see Done and learn that
+	// the agent stopped, which is not a confirmation.
+	a.mu.Lock()
+	a.status.Running = false
+	a.mu.Unlock()
+	a.bus.Publish(core.Event{Reason: core.ReasonStatusChanged, Time: a.clk.Now()})
+	if err := errors.Join(errs...); err != nil {
+		a.log.Error("safe exit incomplete", "err", err)
+		return fmt.Errorf("safe exit: %w", err)
+	}
+	a.log.Info("safe exit: fan at 100 %, LEDs dark")
+	return nil
+}

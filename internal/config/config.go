@@ -1,0 +1,338 @@
+// Package config loads and validates the agent's configuration: defaults,
+// then the YAML file, then KUBEBLADE_<PATH> environment variables, then
+// validation that names the offending key. It also turns a validated config
+// into the settings the agent core runs with.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+	"unicode"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubeblade/kubeblade/api/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/core"
+	"github.com/kubeblade/kubeblade/internal/fancurve"
+	"github.com/kubeblade/kubeblade/internal/hardware"
+)
+
+// DefaultPath is where the standalone agent looks for its config file.
+const DefaultPath = "/etc/kubeblade/agent.yaml"
+
+// EnvPrefix starts every environment override.
+const EnvPrefix = "KUBEBLADE_"
+
+// Defaults as the spec gives them.
+const (
+	DefaultCriticalCelsius   = 60
+	DefaultHysteresisCelsius = 5
+	DefaultIdleColor         = "#001000"
+	DefaultIdentifyColor     = "#100010"
+	DefaultCriticalColor     = "#400000"
+	DefaultSocketPath        = "/run/kubeblade/agent.sock"
+	DefaultRemotePort        = 8081
+	DefaultMetricsAddress    = ":9666"
+	DefaultThermalZoneType   = "cpu-thermal"
+)
+
+// Default returns the configuration used where nothing else is set.
+func Default() v1alpha1.AgentConfig {
+	tach := true
+	return v1alpha1.AgentConfig{
+		FanCurve: []v1alpha1.FanCurveStep{
+			{TemperatureCelsius: 45, Percent: 40},
+			{TemperatureCelsius: 55, Percent: 80},
+		},
+		CriticalCelsius:   DefaultCriticalCelsius,
+		HysteresisCelsius: DefaultHysteresisCelsius,
+		TachEnabled:       &tach,
+		LEDs: v1alpha1.LEDColors{
+			IdleColor:     DefaultIdleColor,
+			IdentifyColor: DefaultIdentifyColor,
+			CriticalColor: DefaultCriticalColor,
+		},
+		Hardware: v1alpha1.HardwareConfig{Backend: v1alpha1.BackendAuto},
+		GRPC: v1alpha1.GRPCConfig{
+			SocketPath: DefaultSocketPath,
+			Remote:     v1alpha1.RemoteGRPCConfig{Port: DefaultRemotePort},
+		},
+		Metrics: v1alpha1.MetricsConfig{BindAddress: DefaultMetricsAddress},
+	}
+}
+
+// Load reads the config file at path (a missing file means defaults),
+// applies environment overrides from environ (os.Environ() form) and
+// validates the result. Errors name the file, variable or key at fault.
+func Load(path string, environ []string) (v1alpha1.AgentConfig, error) {
+	doc := map[string]any{}
+	if path != "" {
+		raw, err := os.ReadFile(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return v1alpha1.AgentConfig{}, fmt.Errorf("reading config: %w", err)
+		default:
+			if err := yaml.Unmarshal(raw, &doc); err != nil {
+				return v1alpha1.AgentConfig{}, fmt.Errorf("config %s: %w", path, err)
+			}
+			if doc == nil {
+				doc = map[string]any{} // an empty file
+			}
+		}
+	}
+	if err := applyEnv(doc, environ); err != nil {
+		return v1alpha1.AgentConfig{}, err
+	}
+	cfg, err := decode(doc)
+	if err != nil {
+		where := "config"
+		if path != "" {
+			where = "config " + path
+		}
+		return v1alpha1.AgentConfig{}, fmt.Errorf("%s: %w", where, err)
+	}
+	if err := Validate(cfg); err != nil {
+		return v1alpha1.AgentConfig{}, err
+	}
+	return cfg, nil
+}
+
+// Parse decodes and validates one YAML or JSON document over the defaults,
+// as a BladeConfig's spec.agent is applied.
+func Parse(raw []byte) (v1alpha1.AgentConfig, error) {
+	doc := map[string]any{}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return v1alpha1.AgentConfig{}, err
+	}
+	cfg, err := decode(doc)
+	if err != nil {
+		return v1alpha1.AgentConfig{}, err
+	}
+	return cfg, Validate(cfg)
+}
+
+// decode lays doc over the defaults, refusing unknown keys.
+func decode(doc map[string]any) (v1alpha1.AgentConfig, error) {
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return v1alpha1.AgentConfig{}, err
+	}
+	cfg := Default()
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return v1alpha1.AgentConfig{}, fmt.Errorf("%s: want a %s, got %s", te.Field, te.Type, te.Value)
+		}
+		return v1alpha1.AgentConfig{}, errors.New(strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return cfg, nil
+}
+
+// EnvKeys maps every KUBEBLADE_ variable name to the config path it sets,
+// derived from the config's JSON field names: leds.idleColor is
+// KUBEBLADE_LEDS_IDLE_COLOR. Lists are set whole, as YAML or JSON.
+func EnvKeys() map[string][]string {
+	out := map[string][]string{}
+	var walk func(t reflect.Type, path []string)
+	walk = func(t reflect.Type, path []string) {
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			name := strings.Split(f.Tag.Get("json"), ",")[0]
+			if name == "" || name == "-" {
+				continue
+			}
+			p := append(append([]string(nil), path...), name)
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				walk(ft, p)
+				continue
+			}
+			var parts []string
+			for _, s := range p {
+				parts = append(parts, upperSnake(s))
+			}
+			out[EnvPrefix+strings.Join(parts, "_")] = p
+		}
+	}
+	walk(reflect.TypeOf(v1alpha1.AgentConfig{}), nil)
+	return out
+}
+
+func upperSnake(s string) string {
+	var b strings.Builder
+	rs := []rune(s)
+	for i, r := range rs {
+		if unicode.IsUpper(r) && i > 0 {
+			prevLower := unicode.IsLower(rs[i-1]) || unicode.IsDigit(rs[i-1])
+			nextLower := i+1 < len(rs) && unicode.IsLower(rs[i+1])
+			// An acronym's plural "s" does not start a word.
+			plural := nextLower && rs[i+1] == 's' && (i+2 == len(rs) || unicode.IsUpper(rs[i+2]))
+			nextLower = nextLower && !plural
+			// "fanCurve" -> FAN_CURVE, "extraSANs" -> EXTRA_SANS,
+			// "gpioChip"/"GPIOChip" -> GPIO_CHIP.
+			if prevLower || (nextLower && unicode.IsUpper(rs[i-1])) {
+				b.WriteByte('_')
+			}
+		}
+		b.WriteRune(unicode.ToUpper(r))
+	}
+	return b.String()
+}
+
+func applyEnv(doc map[string]any, environ []string) error {
+	keys := EnvKeys()
+	var names []string
+	vals := map[string]string{}
+	for _, kv := range environ {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(name, EnvPrefix) {
+			continue
+		}
+		names = append(names, name)
+		vals[name] = val
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		path, ok := keys[name]
+		if !ok {
+			return fmt.Errorf("environment variable %s does not name a config key (see docs/configuration.md)", name)
+		}
+		var v any
+		if err := yaml.Unmarshal([]byte(vals[name]), &v); err != nil {
+			return fmt.Errorf("environment variable %s: %w", name, err)
+		}
+		if _, isString := v.(string); isString || v == nil {
+			// Keep strings verbatim: YAML would turn "#001000" into a
+			// comment and "" into null.
+			v = vals[name]
+		}
+		m := doc
+		for _, seg := range path[:len(path)-1] {
+			next, ok := m[seg].(map[string]any)
+			if !ok {
+				next = map[string]any{}
+				m[seg] = next
+			}
+			m = next
+		}
+		m[path[len(path)-1]] = v
+	}
+	return nil
+}
+
+// Validate checks cfg against the rules the BladeConfig CRD also enforces,
+// naming the first offending key.
+func Validate(cfg v1alpha1.AgentConfig) error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if len(cfg.FanCurve) == 0 {
+		add("fanCurve: needs at least one step")
+	}
+	if len(cfg.FanCurve) > 16 {
+		add("fanCurve: at most 16 steps, got %d", len(cfg.FanCurve))
+	}
+	for i, s := range cfg.FanCurve {
+		if s.Percent < 0 || s.Percent > 100 {
+			add("fanCurve[%d].percent: %d is outside 0–100", i, s.Percent)
+		}
+		if s.TemperatureCelsius < -40 || s.TemperatureCelsius > 125 {
+			add("fanCurve[%d].temperatureCelsius: %d is outside -40–125", i, s.TemperatureCelsius)
+		}
+		if i > 0 && s.TemperatureCelsius <= cfg.FanCurve[i-1].TemperatureCelsius {
+			add("fanCurve[%d].temperatureCelsius: %d must be above the previous step's %d (temperatures ascend)",
+				i, s.TemperatureCelsius, cfg.FanCurve[i-1].TemperatureCelsius)
+		}
+	}
+	if cfg.CriticalCelsius < 30 || cfg.CriticalCelsius > 110 {
+		add("criticalCelsius: %d is outside 30–110", cfg.CriticalCelsius)
+	}
+	if cfg.HysteresisCelsius < 0 || cfg.HysteresisCelsius > 50 {
+		add("hysteresisCelsius: %d is outside 0–50", cfg.HysteresisCelsius)
+	}
+	if cfg.HysteresisCelsius >= cfg.CriticalCelsius {
+		add("hysteresisCelsius: %d must be below criticalCelsius %d", cfg.HysteresisCelsius, cfg.CriticalCelsius)
+	}
+	for key, c := range map[string]string{
+		"leds.idleColor": cfg.LEDs.IdleColor, "leds.identifyColor": cfg.LEDs.IdentifyColor, "leds.criticalColor": cfg.LEDs.CriticalColor,
+	} {
+		if !strings.HasPrefix(c, "#") {
+			add("%s: %q is not a colour in #rrggbb form", key, c)
+		} else if _, err := hardware.ParseColor(c); err != nil {
+			add("%s: %q is not a colour in #rrggbb form", key, c)
+		}
+	}
+	switch cfg.Hardware.Backend {
+	case v1alpha1.BackendAuto, v1alpha1.BackendLinux, v1alpha1.BackendSimulated:
+	default:
+		add("hardware.backend: %q is not one of auto, linux, simulated", cfg.Hardware.Backend)
+	}
+	switch cfg.Hardware.Linux.FanUnit {
+	case "", "auto", "standard", "smart", "none":
+	default:
+		add("hardware.linux.fanUnit: %q is not one of auto, standard, smart, none", cfg.Hardware.Linux.FanUnit)
+	}
+	if c := cfg.Hardware.Linux.PWMChannel; c != nil && *c < 0 {
+		add("hardware.linux.pwmChannel: %d must not be negative", *c)
+	}
+	switch cfg.Hardware.Simulated.FanUnit {
+	case "", "standard", "smart":
+	default:
+		add("hardware.simulated.fanUnit: %q is not one of standard, smart", cfg.Hardware.Simulated.FanUnit)
+	}
+	if l := cfg.Hardware.Simulated.LoadPercent; l < 0 || l > 1000 {
+		add("hardware.simulated.loadPercent: %d is outside 0–1000", l)
+	}
+	if p := cfg.GRPC.Remote.Port; p < 1 || p > 65535 {
+		add("grpc.remote.port: %d is outside 1–65535", p)
+	}
+	if cfg.GRPC.SocketPath == "" {
+		add("grpc.socketPath: must not be empty")
+	}
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("invalid config: %w", errors.Join(errs...))
+}
+
+// Settings turns a validated config into the agent core's settings.
+func Settings(cfg v1alpha1.AgentConfig) (core.Settings, error) {
+	if err := Validate(cfg); err != nil {
+		return core.Settings{}, err
+	}
+	steps := make([]fancurve.Step, len(cfg.FanCurve))
+	for i, s := range cfg.FanCurve {
+		steps[i] = fancurve.Step{TemperatureCelsius: float64(s.TemperatureCelsius), Percent: uint8(s.Percent)}
+	}
+	curve, err := fancurve.New(steps)
+	if err != nil {
+		return core.Settings{}, fmt.Errorf("fanCurve: %w", err)
+	}
+	// Colours were validated above.
+	idle, _ := hardware.ParseColor(cfg.LEDs.IdleColor)
+	ident, _ := hardware.ParseColor(cfg.LEDs.IdentifyColor)
+	crit, _ := hardware.ParseColor(cfg.LEDs.CriticalColor)
+	return core.Settings{
+		Curve:             curve,
+		CriticalCelsius:   float64(cfg.CriticalCelsius),
+		HysteresisCelsius: float64(cfg.HysteresisCelsius),
+		Stealth:           cfg.Stealth,
+		TachEnabled:       cfg.TachEnabled == nil || *cfg.TachEnabled,
+		IdleColor:         idle,
+		IdentifyColor:     ident,
+		CriticalColor:     crit,
+	}, nil
+}
