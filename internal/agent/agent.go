@@ -388,7 +388,16 @@ func (a *Agent) onButton(ev hardware.ButtonEvent) {
 }
 
 func (a *Agent) reportMissingCapabilities() {
-	if missing := a.caps.Missing(); len(missing) > 0 {
+	var missing []string
+	for _, c := range a.caps.Missing() {
+		// Only the smart fan unit measures airflow; its absence on a
+		// standard unit is expected, not degraded.
+		if c == string(hardware.CapAirflowTemperature) && a.info.FanUnit != hardware.FanUnitSmart {
+			continue
+		}
+		missing = append(missing, c)
+	}
+	if len(missing) > 0 {
 		a.log.Warn("hardware capabilities missing; the agent runs without them",
 			"backend", a.info.Backend, "missing", missing)
 	}

@@ -70,7 +70,7 @@ fanCurve:
 `, nil, func(c *v1alpha1.AgentConfig) {
 			c.CriticalCelsius, c.HysteresisCelsius, c.Stealth = 70, 3, true
 			c.LEDs.IdleColor = "#000000"
-			c.FanCurve = []v1alpha1.FanCurveStep{{40, 20}, {50, 50}, {65, 100}}
+			c.FanCurve = []v1alpha1.FanCurveStep{{TemperatureCelsius: 40, Percent: 20}, {TemperatureCelsius: 50, Percent: 50}, {TemperatureCelsius: 65, Percent: 100}}
 		}},
 		"env overrides file": {"criticalCelsius: 70\n", []string{"KUBEBLADE_CRITICAL_CELSIUS=75", "PATH=/bin"}, func(c *v1alpha1.AgentConfig) {
 			c.CriticalCelsius = 75
@@ -94,7 +94,7 @@ fanCurve:
 			c.Metrics.BindAddress = "127.0.0.1:9100"
 		}},
 		"env list as JSON": {"", []string{`KUBEBLADE_FAN_CURVE=[{"temperatureCelsius":30,"percent":10}]`}, func(c *v1alpha1.AgentConfig) {
-			c.FanCurve = []v1alpha1.FanCurveStep{{30, 10}}
+			c.FanCurve = []v1alpha1.FanCurveStep{{TemperatureCelsius: 30, Percent: 10}}
 		}},
 	}
 	for name, tc := range cases {

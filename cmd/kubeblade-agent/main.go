@@ -1,0 +1,75 @@
+// Command kubeblade-agent drives one Compute Blade: fan, LEDs, button,
+// stealth, critical temperature. It runs as a DaemonSet pod or as a systemd
+// service; see docs/.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/kubeblade/kubeblade/internal/agentd"
+	"github.com/kubeblade/kubeblade/internal/config"
+	"github.com/kubeblade/kubeblade/internal/logging"
+	"github.com/kubeblade/kubeblade/internal/version"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "kubeblade-agent:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("kubeblade-agent", flag.ContinueOnError)
+	configPath := fs.String("config", config.DefaultPath, "config file (YAML); a missing file means defaults")
+	stateDir := fs.String("state-dir", agentd.DefaultStateDir, "directory for state that survives restarts (keys, certificates)")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "text or json")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *showVersion {
+		fmt.Println(version.Get().String())
+		return nil
+	}
+	log, err := logging.New(os.Stderr, *logLevel, *logFormat)
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	reload := make(chan struct{})
+	go func() {
+		for range hup {
+			select {
+			case reload <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	return agentd.Run(ctx, agentd.Options{
+		ConfigPath: *configPath,
+		StateDir:   *stateDir,
+		Environ:    os.Environ(),
+		Logger:     log,
+		Reload:     reload,
+	})
+}

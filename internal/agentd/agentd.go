@@ -1,0 +1,242 @@
+// Package agentd assembles and runs the kubeblade-agent process: it loads
+// the config, opens the hardware backend, runs the agent and serves its
+// endpoints (metrics and health, the simulated blade's control socket) until
+// the context ends, then lets the agent leave the blade safe.
+package agentd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/kubeblade/kubeblade/api/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/agent"
+	"github.com/kubeblade/kubeblade/internal/config"
+	"github.com/kubeblade/kubeblade/internal/core"
+	"github.com/kubeblade/kubeblade/internal/hardware/backends"
+	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
+	"github.com/kubeblade/kubeblade/internal/metrics"
+	"github.com/kubeblade/kubeblade/internal/opsserver"
+	"github.com/kubeblade/kubeblade/internal/unixsock"
+	"github.com/kubeblade/kubeblade/internal/version"
+)
+
+// DefaultStateDir keeps what must survive restarts (keys, certificates).
+// It is a host directory, never a ConfigMap, so it stays writable on
+// read-only systems such as Talos.
+const DefaultStateDir = "/var/lib/kubeblade"
+
+// Options configure the process.
+type Options struct {
+	ConfigPath string
+	StateDir   string
+	// Environ supplies KUBEBLADE_* overrides (os.Environ() form).
+	Environ []string
+	Logger  *slog.Logger
+	Clock   clock.WithTicker
+	// Reload, when it receives, re-reads the config file and applies it
+	// live (the standalone agent wires SIGHUP to it).
+	Reload <-chan struct{}
+	// Started, if set, is called once everything listens.
+	Started func(*Daemon)
+}
+
+// Daemon is a running agent process.
+type Daemon struct {
+	Agent     *agent.Agent
+	Config    v1alpha1.AgentConfig
+	Simulated *simulated.Blade
+	// MetricsAddr is the bound metrics address, empty when disabled.
+	MetricsAddr string
+	// ControlSocket is the simulated blade's control socket, if any.
+	ControlSocket string
+}
+
+// Run runs the agent process until ctx ends.
+func Run(ctx context.Context, o Options) error {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.StateDir == "" {
+		o.StateDir = DefaultStateDir
+	}
+	log := o.Logger
+	cfg, err := config.Load(o.ConfigPath, o.Environ)
+	if err != nil {
+		return err
+	}
+	settings, err := config.Settings(cfg)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.StateDir, 0o700); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+
+	hw, err := backends.Open(ctx, cfg.Hardware, backends.Deps{Clock: o.Clock, Logger: log})
+	if err != nil {
+		return fmt.Errorf("hardware: %w", err)
+	}
+	defer hw.Backend.Close()
+	info := hw.Backend.Info()
+	log.Info("hardware opened", "backend", info.Backend, "soc", info.SoC, "fanUnit", info.FanUnit,
+		"blade", info.IsBlade, "capabilities", hw.Backend.Capabilities().List(), "detail", info.Detail)
+
+	ver := version.Get()
+	a, err := agent.New(agent.Options{
+		Backend:    hw.Backend,
+		Settings:   settings,
+		ConfigName: configName(o.ConfigPath),
+		Clock:      o.Clock,
+		Logger:     log,
+		Version:    ver.Version,
+	})
+	if err != nil {
+		return err
+	}
+	d := &Daemon{Agent: a, Config: cfg, Simulated: hw.Simulated}
+
+	// Everything that serves runs under runCtx; the agent itself runs
+	// under ctx so its safe exit happens once, when the caller stops us.
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, 8)
+	goServe := func(name string, fn func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(runCtx); err != nil && !errors.Is(err, context.Canceled) {
+				errc <- fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
+
+	if addr := cfg.Metrics.BindAddress; addr != "" && addr != "0" {
+		srv, err := opsserver.Listen(opsserver.Options{
+			Address:  addr,
+			Gatherer: metrics.NewRegistry(a),
+			Live:     map[string]opsserver.Check{"agent-loop": loopAlive(a)},
+			Ready:    map[string]opsserver.Check{"agent-loop": loopAlive(a)},
+			Logger:   log,
+		})
+		if err != nil {
+			return err
+		}
+		d.MetricsAddr = srv.Addr().String()
+		goServe("metrics server", srv.Serve)
+	}
+	if hw.Simulated != nil {
+		path := cfg.Hardware.Simulated.ControlSocket
+		if path == "" {
+			path = filepath.Join(o.StateDir, "simulator.sock")
+		}
+		ln, err := unixsock.Listen(path, 0o660)
+		if err != nil {
+			return fmt.Errorf("simulator control socket: %w", err)
+		}
+		d.ControlSocket = path
+		goServe("simulator control socket", func(ctx context.Context) error {
+			return serveHTTP(ctx, ln, simulated.ControlHandler(hw.Simulated))
+		})
+	}
+
+	agentDone := make(chan error, 1)
+	go func() { agentDone <- a.Run(ctx) }()
+	if o.Started != nil {
+		o.Started(d)
+	}
+	log.Info("kubeblade agent running", "version", ver.String(), "config", configName(o.ConfigPath),
+		"stateDir", o.StateDir, "metrics", d.MetricsAddr, "simulatorSocket", d.ControlSocket)
+
+	var runErr error
+loop:
+	for {
+		select {
+		case err := <-agentDone:
+			runErr = err
+			break loop
+		case err := <-errc:
+			// A failed endpoint stops the process so a supervisor restarts
+			// it; the agent still exits safely first.
+			log.Error("component failed; stopping", "err", err)
+			runErr = err
+			cancel()
+			<-a.Done()
+			break loop
+		case <-o.Reload:
+			reload(ctx, o, a, log)
+		}
+	}
+	cancel()
+	wg.Wait()
+	if runErr == nil {
+		// The agent finished its safe exit; wait for it to report.
+		select {
+		case err := <-agentDone:
+			runErr = err
+		default:
+		}
+	}
+	return runErr
+}
+
+func reload(ctx context.Context, o Options, a *agent.Agent, log *slog.Logger) {
+	cfg, err := config.Load(o.ConfigPath, o.Environ)
+	if err == nil {
+		var s core.Settings
+		if s, err = config.Settings(cfg); err == nil {
+			err = a.ApplySettings(ctx, s, configName(o.ConfigPath))
+		}
+	}
+	if err != nil {
+		// A bad edit keeps the running config: the blade stays protected.
+		log.Error("config reload refused; keeping the running config", "err", err)
+		return
+	}
+	log.Info("config reloaded", "config", configName(o.ConfigPath))
+}
+
+func configName(path string) string {
+	if path == "" {
+		return "defaults"
+	}
+	return "file " + path
+}
+
+func loopAlive(a *agent.Agent) opsserver.Check {
+	return func() error {
+		if !a.Ready() {
+			return errors.New("hardware loop is not running")
+		}
+		return nil
+	}
+}
+
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-errc
+		return nil
+	}
+}

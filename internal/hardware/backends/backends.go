@@ -1,0 +1,59 @@
+// Package backends opens the hardware backend a config asks for. It is the
+// only place that knows every backend, so the agent and its tests depend on
+// the hardware interface alone.
+package backends
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"k8s.io/utils/clock"
+
+	"github.com/kubeblade/kubeblade/api/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/hardware"
+	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
+)
+
+// Opened is an opened backend. Simulated is set when the backend is the
+// simulated blade, so its controls can be served.
+type Opened struct {
+	Backend   hardware.Backend
+	Simulated *simulated.Blade
+}
+
+// Deps are the process-wide dependencies a backend may use.
+type Deps struct {
+	Clock  clock.WithTicker
+	Logger *slog.Logger
+}
+
+// ErrLinuxUnavailable is returned while the linux backend is not built in.
+var ErrLinuxUnavailable = errors.New("the linux hardware backend is not available in this build")
+
+// Open opens the backend cfg selects. "auto" means linux: it never falls back
+// to the simulation, since a real blade silently simulated would not be
+// cooled.
+func Open(ctx context.Context, cfg v1alpha1.HardwareConfig, deps Deps) (Opened, error) {
+	if deps.Clock == nil {
+		deps.Clock = clock.RealClock{}
+	}
+	switch cfg.Backend {
+	case v1alpha1.BackendSimulated:
+		o := simulated.Options{Clock: deps.Clock, Load: float64(cfg.Simulated.LoadPercent) / 100}
+		if cfg.Simulated.FanUnit == string(hardware.FanUnitSmart) {
+			o.FanUnit = hardware.FanUnitSmart
+		}
+		b := simulated.New(o)
+		return Opened{Backend: b, Simulated: b}, nil
+	case v1alpha1.BackendLinux, v1alpha1.BackendAuto, "":
+		return openLinux(ctx, cfg.Linux, deps)
+	default:
+		return Opened{}, fmt.Errorf("hardware.backend: unknown backend %q", cfg.Backend)
+	}
+}
+
+func openLinux(ctx context.Context, cfg v1alpha1.LinuxHardwareConfig, deps Deps) (Opened, error) {
+	return Opened{}, ErrLinuxUnavailable
+}
