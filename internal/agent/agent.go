@@ -448,28 +448,28 @@ func (a *Agent) sampleSensors(now time.Time) {
 	a.machine.Tick(now)
 }
 
-// step writes outputs, publishes the events the machine raised and, when
-// anything observable changed, a fresh status.
+// step writes outputs, stores the new status and then publishes the events
+// the machine raised and, when anything observable changed, a StatusChanged:
+// whoever receives an event already sees its effect in Status().
 func (a *Agent) step(now time.Time) {
 	a.writeOutputs(now)
 	events := a.machine.TakeEvents()
+	st := a.buildStatus(now, "")
+	a.mu.Lock()
+	prev := a.status
+	st.ConfigName = prev.ConfigName
+	changed := !sameObservable(prev, st)
+	if !changed {
+		st.UpdatedAt = prev.UpdatedAt
+	}
+	a.status = st
+	a.mu.Unlock()
 	for _, ev := range events {
 		a.publish(ev)
 		if ev.Reason == core.ReasonIdentifyStopped {
 			a.releaseConfirmers()
 		}
 	}
-	st := a.buildStatus(now, "")
-	a.mu.Lock()
-	prev := a.status
-	st.ConfigName = prev.ConfigName
-	changed := !sameObservable(prev, st)
-	if changed {
-		a.status = st
-	} else {
-		a.status.Running = st.Running
-	}
-	a.mu.Unlock()
 	if changed || len(events) > 0 {
 		a.bus.Publish(core.Event{Reason: core.ReasonStatusChanged, Time: now})
 	}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs the standalone agent on a simulated blade and prints its resident
+# memory and CPU use: a harness, not a test, because timings on a shared
+# machine are noisy. FOOTPRINT_SECONDS sets the measured window (default 60).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+agent="${AGENT:-$root/bin/kubeblade-agent}"
+secs="${FOOTPRINT_SECONDS:-60}"
+warmup="${FOOTPRINT_WARMUP:-5}"
+dir=$(mktemp -d)
+trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$dir"' EXIT
+
+cat >"$dir/agent.yaml" <<YAML
+hardware:
+  backend: simulated
+grpc:
+  socketPath: $dir/agent.sock
+metrics:
+  bindAddress: 127.0.0.1:0
+YAML
+"$agent" --config "$dir/agent.yaml" --state-dir "$dir/state" --log-level warn 2>"$dir/agent.log" &
+pid=$!
+sleep "$warmup"
+kill -0 "$pid" 2>/dev/null || { echo "agent exited:"; cat "$dir/agent.log"; exit 1; }
+
+hz=$(getconf CLK_TCK)
+cpu() { awk '{print $14+$15}' "/proc/$pid/stat"; }
+rss() { awk '/^VmRSS:/{print $2}' "/proc/$pid/status"; }
+c0=$(cpu); t0=$(date +%s.%N); peak=0
+for ((i = 0; i < secs; i++)); do
+  r=$(rss); (( r > peak )) && peak=$r
+  sleep 1
+done
+c1=$(cpu); t1=$(date +%s.%N); r=$(rss)
+awk -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v hz="$hz" -v rss="$r" -v peak="$peak" -v secs="$secs" 'BEGIN {
+  wall = t1 - t0; cpu = (c1 - c0) / hz
+  printf "kubeblade-agent standalone, simulated blade, %d s window\n", secs
+  printf "  RSS now   %6.1f MiB\n", rss / 1024
+  printf "  RSS peak  %6.1f MiB\n", peak / 1024
+  printf "  CPU       %6.3f %% of one core (%.2f s CPU in %.1f s; tick %d Hz)\n", 100 * cpu / wall, cpu, wall, hz
+}'

@@ -1,0 +1,198 @@
+package agentd
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubeblade/kubeblade/internal/core"
+	"github.com/kubeblade/kubeblade/internal/hardware"
+)
+
+type running struct {
+	d      *Daemon
+	cancel context.CancelFunc
+	errc   chan error
+	reload chan struct{}
+	cfg    string
+}
+
+func startDaemon(t *testing.T, yaml string) *running {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "agent.yaml")
+	base := "hardware:\n  backend: simulated\nmetrics:\n  bindAddress: 127.0.0.1:0\ngrpc:\n  socketPath: " + filepath.Join(dir, "agent.sock") + "\n"
+	if err := os.WriteFile(cfg, []byte(base+yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cancel: cancel, errc: make(chan error, 1), reload: make(chan struct{}), cfg: cfg}
+	started := make(chan *Daemon, 1)
+	go func() {
+		r.errc <- Run(ctx, Options{
+			ConfigPath: cfg,
+			StateDir:   filepath.Join(dir, "state"),
+			Reload:     r.reload,
+			Started:    func(d *Daemon) { started <- d },
+		})
+	}()
+	select {
+	case r.d = <-started:
+	case err := <-r.errc:
+		t.Fatalf("Run returned before starting: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("daemon did not start")
+	}
+	t.Cleanup(func() {
+		cancel()
+		<-r.d.Agent.Done()
+	})
+	return r
+}
+
+func httpGet(t *testing.T, c *http.Client, url string) (int, string) {
+	t.Helper()
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// waitEvent reads the agent's events until one with reason r arrives.
+func waitEvent(t *testing.T, r *running, reason core.Reason, trigger func()) {
+	t.Helper()
+	sub := r.d.Agent.Subscribe(256)
+	defer sub.Close()
+	trigger()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case ev := <-sub.C():
+			if ev.Reason == reason {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no %s event", reason)
+		}
+	}
+}
+
+func TestDaemonServesMetricsAndSimulator(t *testing.T) {
+	r := startDaemon(t, "")
+	if r.d.MetricsAddr == "" || r.d.ControlSocket == "" {
+		t.Fatalf("daemon = %+v", r.d)
+	}
+	web := &http.Client{Timeout: 10 * time.Second}
+	// Readiness follows the loop; wait for the first event to be sure it runs.
+	for !r.d.Agent.Ready() {
+		waitEvent(t, r, core.ReasonStatusChanged, func() {})
+	}
+	for path, want := range map[string]string{
+		"/metrics": "kubeblade_agent_running 1",
+		"/healthz": "ok",
+		"/readyz":  "ok",
+	} {
+		if code, body := httpGet(t, web, "http://"+r.d.MetricsAddr+path); code != 200 || !strings.Contains(body, want) {
+			t.Errorf("GET %s = %d %q, want %q", path, code, body, want)
+		}
+	}
+	sim := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", r.d.ControlSocket)
+		},
+	}}
+	waitEvent(t, r, core.ReasonIdentifyStarted, func() {
+		resp, err := sim.Post("http://blade/button", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	})
+	if !r.d.Agent.Status().Identify {
+		t.Fatal("identify not active after a simulated press")
+	}
+}
+
+func TestDaemonReloadAppliesAndRefuses(t *testing.T) {
+	r := startDaemon(t, "criticalCelsius: 60\n")
+	rewrite := func(old, new string) {
+		b, err := os.ReadFile(r.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(r.cfg, []byte(strings.Replace(string(b), old, new, 1)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rewrite("criticalCelsius: 60", "criticalCelsius: 70")
+	waitEvent(t, r, core.ReasonConfigApplied, func() { r.reload <- struct{}{} })
+	if got := r.d.Agent.Status().Settings.CriticalCelsius; got != 70 {
+		t.Fatalf("critical after reload = %v, want 70", got)
+	}
+	// A broken edit is refused and the running config stays.
+	rewrite("criticalCelsius: 70", "criticalCelsius: 500")
+	r.reload <- struct{}{}
+	r.reload <- struct{}{} // the second send returns only after the first was handled
+	if got := r.d.Agent.Status().Settings.CriticalCelsius; got != 70 {
+		t.Fatalf("critical after a refused reload = %v, want 70", got)
+	}
+}
+
+func TestDaemonSafeExit(t *testing.T) {
+	r := startDaemon(t, "")
+	r.cancel()
+	select {
+	case err := <-r.errc:
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	st := r.d.Simulated.State()
+	if st.FanPercent != 100 || r.d.Simulated.LED(hardware.LEDEdge) != hardware.Off {
+		t.Fatalf("after exit: %+v", st)
+	}
+	if _, err := os.Stat(r.d.ControlSocket); err == nil {
+		// The socket file may remain; what matters is nobody serves it.
+		if c, err := net.Dial("unix", r.d.ControlSocket); err == nil {
+			c.Close()
+			t.Fatal("control socket still served after exit")
+		}
+	}
+}
+
+func TestDaemonRefusesBadConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "agent.yaml")
+	if err := os.WriteFile(cfg, []byte("fanCurve: [{temperatureCelsius: 40, percent: 120}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := Run(context.Background(), Options{ConfigPath: cfg, StateDir: dir})
+	if err == nil || !strings.Contains(err.Error(), "fanCurve[0].percent: 120 is outside 0–100") {
+		t.Fatalf("Run = %v", err)
+	}
+}
+
+func TestDaemonRefusesSecondInstanceOnSameSocket(t *testing.T) {
+	r := startDaemon(t, "")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "agent.yaml")
+	body := "hardware:\n  backend: simulated\n  simulated:\n    controlSocket: " + r.d.ControlSocket + "\nmetrics:\n  bindAddress: \"0\"\n"
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := Run(context.Background(), Options{ConfigPath: cfg, StateDir: dir})
+	if err == nil || !strings.Contains(err.Error(), "in use by another process") {
+		t.Fatalf("second instance: %v", err)
+	}
+}
