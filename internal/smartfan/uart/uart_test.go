@@ -1,0 +1,311 @@
+package uart_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kubeblade/kubeblade/internal/smartfan"
+	"github.com/kubeblade/kubeblade/internal/smartfan/uart"
+)
+
+// waitTimeout bounds every wait so a broken client fails the test instead
+// of hanging it; it is never what makes a test pass.
+const waitTimeout = 10 * time.Second
+
+// fanUnit simulates the smart fan unit on the far end of a link: it
+// decodes the blade's commands onto a channel and sends reports.
+type fanUnit struct {
+	t    *testing.T
+	rw   io.ReadWriter
+	cmds chan smartfan.Frame
+}
+
+func newFanUnit(t *testing.T, rw io.ReadWriter) *fanUnit {
+	u := &fanUnit{t: t, rw: rw, cmds: make(chan smartfan.Frame, 64)}
+	go func() {
+		var d smartfan.Decoder
+		buf := make([]byte, 64)
+		for {
+			n, err := rw.Read(buf)
+			d.Feed(buf[:n], func(f smartfan.Frame) { u.cmds <- f })
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return u
+}
+
+func (u *fanUnit) send(p []byte) {
+	u.t.Helper()
+	if _, err := u.rw.Write(p); err != nil {
+		u.t.Fatalf("unit write: %v", err)
+	}
+}
+
+func (u *fanUnit) report(cmd byte, tenths uint32) {
+	u.t.Helper()
+	u.send(smartfan.Encode(smartfan.ValueFrame(cmd, tenths)))
+}
+
+func (u *fanUnit) expect(want smartfan.Frame) {
+	u.t.Helper()
+	select {
+	case got := <-u.cmds:
+		if got != want {
+			u.t.Fatalf("unit received %v, want %v", got, want)
+		}
+	case <-time.After(waitTimeout):
+		u.t.Fatalf("unit never received %v", want)
+	}
+}
+
+func start(t *testing.T, o uart.Options) (*uart.Client, <-chan smartfan.Frame) {
+	t.Helper()
+	c := uart.New(o)
+	applied := frames(c)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(waitTimeout):
+			t.Error("Run did not return after cancel")
+		}
+	})
+	return c, applied
+}
+
+// frames returns a channel of every frame c applied, in order, so a test
+// can wait for the reader goroutine to have handled a report.
+func frames(c *uart.Client) <-chan smartfan.Frame {
+	ch := make(chan smartfan.Frame, 1024)
+	uart.Observe(c, func(f smartfan.Frame) { ch <- f })
+	return ch
+}
+
+// waitApplied waits until the client applied want.
+func waitApplied(t *testing.T, ch <-chan smartfan.Frame, want smartfan.Frame) {
+	t.Helper()
+	for {
+		select {
+		case f := <-ch:
+			if f == want {
+				return
+			}
+		case <-time.After(waitTimeout):
+			t.Fatalf("client never applied %v", want)
+		}
+	}
+}
+
+func expectReading(t *testing.T, what string, read func() (float64, error), want float64) {
+	t.Helper()
+	if got, err := read(); err != nil || got != want {
+		t.Fatalf("%s = %v, %v; want %v", what, got, err, want)
+	}
+}
+
+func TestOverPTY(t *testing.T) {
+	master, path := openPTY(t)
+	unit := newFanUnit(t, master)
+	c, _ := start(t, uart.Options{Dial: uart.Serial(path)})
+
+	// Written before or after the client opens the tty, the report waits
+	// in the tty's input queue.
+	unit.report(smartfan.ReportAirflowTemperature, 234)
+	select {
+	case <-c.Seen():
+	case <-time.After(waitTimeout):
+		t.Fatal("unit not detected")
+	}
+	if !c.Detect(context.Background(), time.Second) {
+		t.Fatal("Detect after Seen = false")
+	}
+
+	// Garbage, a half frame and a bad checksum before good frames: the
+	// good frames must all arrive.
+	bad := smartfan.Encode(smartfan.ValueFrame(smartfan.ReportFanRPM, 1))
+	bad[len(bad)-2] ^= 0xFF
+	unit.send([]byte{0x00, 0x13, 0x7F, 0x7E, 0xA3, 0x01})
+	unit.send(bad)
+	unit.report(smartfan.ReportFanRPM, 31250)              // 3125.0 RPM
+	unit.report(smartfan.ReportAirflowTemperature, 0x7E7F) // escapes inside
+	unit.report(smartfan.ReportButton, 0)
+
+	select {
+	case <-c.Buttons():
+	case <-time.After(waitTimeout):
+		t.Fatal("button press not delivered")
+	}
+	// Frames are applied in order: the readings before the button are in.
+	expectReading(t, "FanRPM", c.FanRPM, 3125)
+	expectReading(t, "AirflowTemperature", c.AirflowTemperature, float64(0x7E7F)/10)
+	st := c.Stats()
+	if st.ChecksumErrors != 1 || st.Malformed != 1 || st.Frames < 4 {
+		t.Fatalf("stats %+v: want 1 checksum error, 1 malformed, ≥4 frames", st)
+	}
+
+	if err := c.SetFanPercent(55); err != nil {
+		t.Fatal(err)
+	}
+	unit.expect(smartfan.SetFanPercent(55))
+	if err := c.SetLED(0x7E, 0x7D, 0x01); err != nil {
+		t.Fatal(err)
+	}
+	unit.expect(smartfan.Frame{Cmd: smartfan.CmdSetLED, Data: [3]byte{0x01, 0x7D, 0x7E}})
+	if err := c.SetFanPercent(101); err == nil {
+		t.Fatal("SetFanPercent(101) accepted")
+	}
+}
+
+// pipeConn is one end of an in-memory link the test can break.
+type pipeConn struct {
+	io.Reader
+	io.Writer
+	closeFn func() error
+}
+
+func (p pipeConn) Close() error { return p.closeFn() }
+
+func TestReconnectReplaysCommands(t *testing.T) {
+	master, path := openPTY(t)
+
+	// First connection: an in-memory pipe the test breaks. Second dial
+	// fails. Third: the pty.
+	unitR, clientW := io.Pipe()
+	clientR, unitW := io.Pipe()
+	first := pipeConn{Reader: clientR, Writer: clientW, closeFn: func() error {
+		clientR.Close()
+		return clientW.Close()
+	}}
+	var mu sync.Mutex
+	dials := 0
+	dial := func() (io.ReadWriteCloser, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		dials++
+		switch dials {
+		case 1:
+			return first, nil
+		case 2:
+			return nil, errors.New("device busy")
+		default:
+			return uart.Serial(path)()
+		}
+	}
+	c, applied := start(t, uart.Options{Dial: dial, RetryInterval: time.Millisecond})
+
+	oldUnit := newFanUnit(t, struct {
+		io.Reader
+		io.Writer
+	}{unitR, unitW})
+	oldUnit.report(smartfan.ReportFanRPM, 10000)
+	<-c.Seen()
+	if err := c.SetFanPercent(70); err != nil {
+		t.Fatal(err)
+	}
+	oldUnit.expect(smartfan.SetFanPercent(70))
+	if err := c.SetLED(1, 2, 3); err != nil {
+		t.Fatal(err)
+	}
+	oldUnit.expect(smartfan.SetLED(1, 2, 3))
+
+	// The link breaks mid-frame.
+	oldUnit.send([]byte{0x7E, 0xA3})
+	unitW.CloseWithError(errors.New("cable pulled"))
+
+	// The new link gets the last commands replayed, then works normally.
+	newUnit := newFanUnit(t, master)
+	newUnit.expect(smartfan.SetFanPercent(70))
+	newUnit.expect(smartfan.SetLED(1, 2, 3))
+	newUnit.report(smartfan.ReportFanRPM, 22220)
+	waitApplied(t, applied, smartfan.ValueFrame(smartfan.ReportFanRPM, 22220))
+	expectReading(t, "FanRPM after reconnect", c.FanRPM, 2222)
+	if st := c.Stats(); st.Connects != 2 {
+		t.Fatalf("connects = %d, want 2", st.Connects)
+	}
+}
+
+func TestNoUnitAndStaleReadings(t *testing.T) {
+	master, path := openPTY(t)
+	fc := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	c, applied := start(t, uart.Options{Dial: uart.Serial(path), Clock: fc, StaleAfter: 10 * time.Second})
+
+	if _, err := c.FanRPM(); err == nil {
+		t.Fatal("FanRPM before any report succeeded")
+	}
+	detected := make(chan bool)
+	go func() { detected <- c.Detect(context.Background(), 3*time.Second) }()
+	waitForWaiter(t, fc)
+	fc.Step(3 * time.Second)
+	if <-detected {
+		t.Fatal("silent UART detected as a unit")
+	}
+
+	unit := newFanUnit(t, master)
+	unit.report(smartfan.ReportFanRPM, 12345)
+	waitApplied(t, applied, smartfan.ValueFrame(smartfan.ReportFanRPM, 12345))
+	expectReading(t, "FanRPM", c.FanRPM, 1234.5)
+	fc.Step(10 * time.Second)
+	if _, err := c.FanRPM(); err != nil {
+		t.Fatalf("reading at exactly StaleAfter: %v", err)
+	}
+	fc.Step(time.Second)
+	if _, err := c.FanRPM(); err == nil {
+		t.Fatal("an 11 s old reading is still believed")
+	}
+}
+
+func waitForWaiter(t *testing.T, fc *clocktesting.FakeClock) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !fc.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("nobody waits on the clock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestButtonFloodIsBounded(t *testing.T) {
+	master, path := openPTY(t)
+	unit := newFanUnit(t, master)
+	c, applied := start(t, uart.Options{Dial: uart.Serial(path)})
+	unit.report(smartfan.ReportAirflowTemperature, 200)
+	<-c.Seen()
+	var flood []byte
+	for i := 0; i < 100; i++ {
+		flood = smartfan.Append(flood, smartfan.Frame{Cmd: smartfan.ReportButton})
+	}
+	unit.send(flood)
+	unit.report(smartfan.ReportFanRPM, 10) // marks the end of the flood
+	waitApplied(t, applied, smartfan.ValueFrame(smartfan.ReportFanRPM, 10))
+	st := c.Stats()
+	if got := len(c.Buttons()); got != uart.ButtonBuffer {
+		t.Fatalf("buffered presses = %d, want %d", got, uart.ButtonBuffer)
+	}
+	if st.DroppedButtons != 100-uart.ButtonBuffer {
+		t.Fatalf("dropped = %d, want %d", st.DroppedButtons, 100-uart.ButtonBuffer)
+	}
+}
+
+func TestCommandsWhileDisconnected(t *testing.T) {
+	c := uart.New(uart.Options{Dial: func() (io.ReadWriteCloser, error) { return nil, os.ErrNotExist }})
+	if err := c.SetFanPercent(10); !errors.Is(err, uart.ErrNotConnected) {
+		t.Fatalf("err = %v, want ErrNotConnected", err)
+	}
+	if diff := cmp.Diff(uart.Stats{}, c.Stats()); diff != "" {
+		t.Fatalf("stats (-want +got):\n%s", diff)
+	}
+}
