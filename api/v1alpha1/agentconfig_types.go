@@ -148,6 +148,76 @@ type LinuxHardwareConfig struct {
 	// +kubebuilder:validation:Enum=auto;standard;smart;none
 	// +optional
 	FanUnit string `json:"fanUnit,omitempty"`
+	// ProcRoot is where procfs is mounted (default /proc); its device-tree
+	// link is the second place the platform is read from.
+	// +kubebuilder:validation:Pattern=`^/`
+	// +optional
+	ProcRoot string `json:"procRoot,omitempty"`
+	// FanDriver picks how a standard fan unit is driven: auto tries sysfs
+	// PWM, then hwmon pwm1, then GPIO on/off.
+	// +kubebuilder:validation:Enum=auto;pwm;hwmon;gpio
+	// +optional
+	FanDriver string `json:"fanDriver,omitempty"`
+	// HwmonName is the hwmon device (its name attribute) driving the fan
+	// when fanDriver is hwmon or auto falls back to it (default: the first
+	// hwmon device with pwm1).
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	HwmonName string `json:"hwmonName,omitempty"`
+	// Lines overrides which GPIO lines the blade's signals are on.
+	// +optional
+	Lines GPIOLines `json:"lines,omitempty"`
+	// LEDs says where kernel LED drivers expose the blade's WS2812 LEDs.
+	// +optional
+	LEDs LinuxLEDConfig `json:"leds,omitempty"`
+}
+
+// GPIOLines names GPIO lines: a devicetree line name (GPIO20) or a bare
+// offset on the chip ("20"). Empty means the blade's default: the name
+// GPIO<n>, falling back to offset n.
+type GPIOLines struct {
+	// Button is the edge button (default GPIO20).
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]{1,32}$`
+	// +optional
+	Button string `json:"button,omitempty"`
+	// Stealth is the stealth output (default GPIO21).
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]{1,32}$`
+	// +optional
+	Stealth string `json:"stealth,omitempty"`
+	// PoEDetect is the 802.3at detect input (default GPIO23).
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]{1,32}$`
+	// +optional
+	PoEDetect string `json:"poeDetect,omitempty"`
+	// FanTach is the fan tachometer input (default GPIO13).
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]{1,32}$`
+	// +optional
+	FanTach string `json:"fanTach,omitempty"`
+	// FanPWM is the fan line driven on/off when no PWM driver exists
+	// (default GPIO12).
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]{1,32}$`
+	// +optional
+	FanPWM string `json:"fanPWM,omitempty"`
+}
+
+// LinuxLEDConfig locates the LEDs. Without a kernel driver (stock Talos)
+// there are none, and the agent runs without LEDs.
+type LinuxLEDConfig struct {
+	// Top is the LED class name (/sys/class/leds/<top>) of the top LED
+	// (default: the multicolor LED whose name contains "top").
+	// +kubebuilder:validation:Pattern=`^[^/]{1,64}$`
+	// +optional
+	Top string `json:"top,omitempty"`
+	// Edge is the LED class name of the edge LED (default: the
+	// multicolor LED whose name contains "edge").
+	// +kubebuilder:validation:Pattern=`^[^/]{1,64}$`
+	// +optional
+	Edge string `json:"edge,omitempty"`
+	// Stream is a /dev/ledsN-style device driving both LEDs, top first
+	// (default: leds0 under devRoot, when it exists and no LED class
+	// device was found).
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Stream string `json:"stream,omitempty"`
 }
 
 // SimulatedHardwareConfig shapes the simulated blade.

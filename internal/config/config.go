@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"unicode"
@@ -287,6 +288,7 @@ func Validate(cfg v1alpha1.AgentConfig) error {
 	if c := cfg.Hardware.Linux.PWMChannel; c != nil && *c < 0 {
 		add("hardware.linux.pwmChannel: %d must not be negative", *c)
 	}
+	errs = append(errs, validateLinux(cfg.Hardware.Linux)...)
 	switch cfg.Hardware.Simulated.FanUnit {
 	case "", "standard", "smart":
 	default:
@@ -335,4 +337,45 @@ func Settings(cfg v1alpha1.AgentConfig) (core.Settings, error) {
 		IdentifyColor:     ident,
 		CriticalColor:     crit,
 	}, nil
+}
+
+// lineSpec matches a GPIO line name or offset, as the CRD's pattern does.
+var lineSpec = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,32}$`)
+
+// validateLinux checks the linux backend's paths and names.
+func validateLinux(l v1alpha1.LinuxHardwareConfig) []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	for key, p := range map[string]string{
+		"hardware.linux.sysfsRoot": l.SysfsRoot, "hardware.linux.devRoot": l.DevRoot, "hardware.linux.procRoot": l.ProcRoot,
+	} {
+		if p != "" && !strings.HasPrefix(p, "/") {
+			add("%s: %q must be an absolute path", key, p)
+		}
+	}
+	switch l.FanDriver {
+	case "", "auto", "pwm", "hwmon", "gpio":
+	default:
+		add("hardware.linux.fanDriver: %q is not one of auto, pwm, hwmon, gpio", l.FanDriver)
+	}
+	if len(l.HwmonName) > 64 {
+		add("hardware.linux.hwmonName: longer than 64 characters")
+	}
+	for key, v := range map[string]string{
+		"button": l.Lines.Button, "stealth": l.Lines.Stealth, "poeDetect": l.Lines.PoEDetect,
+		"fanTach": l.Lines.FanTach, "fanPWM": l.Lines.FanPWM,
+	} {
+		if v != "" && !lineSpec.MatchString(v) {
+			add("hardware.linux.lines.%s: %q is not a GPIO line name or offset", key, v)
+		}
+	}
+	for key, v := range map[string]string{"top": l.LEDs.Top, "edge": l.LEDs.Edge} {
+		if v != "" && (strings.Contains(v, "/") || len(v) > 64) {
+			add("hardware.linux.leds.%s: %q is not an LED class name", key, v)
+		}
+	}
+	if len(l.LEDs.Stream) > 256 {
+		add("hardware.linux.leds.stream: longer than 256 characters")
+	}
+	return errs
 }
