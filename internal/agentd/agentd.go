@@ -48,6 +48,9 @@ type Options struct {
 	Reload <-chan struct{}
 	// Started, if set, is called once everything listens.
 	Started func(*Daemon)
+	// RemoteAddress overrides the gRPC TCP listen address (default
+	// ":<grpc.remote.port>"); tests use 127.0.0.1:0.
+	RemoteAddress string
 }
 
 // Daemon is a running agent process.
@@ -59,6 +62,12 @@ type Daemon struct {
 	MetricsAddr string
 	// ControlSocket is the simulated blade's control socket, if any.
 	ControlSocket string
+	// GRPCSocket is the gRPC unix socket.
+	GRPCSocket string
+	// GRPCAddr is the bound mutual-TLS address, empty when remote access
+	// is off; BladectlConfig is the admin config written for it.
+	GRPCAddr       string
+	BladectlConfig string
 }
 
 // Run runs the agent process until ctx ends.
@@ -153,13 +162,18 @@ func Run(ctx context.Context, o Options) error {
 		})
 	}
 
+	if err := startGRPC(o, d, goServe); err != nil {
+		return err
+	}
+
 	agentDone := make(chan error, 1)
 	go func() { agentDone <- a.Run(ctx) }()
 	if o.Started != nil {
 		o.Started(d)
 	}
 	log.Info("kubeblade agent running", "version", ver.String(), "config", configName(o.ConfigPath),
-		"stateDir", o.StateDir, "metrics", d.MetricsAddr, "simulatorSocket", d.ControlSocket)
+		"stateDir", o.StateDir, "metrics", d.MetricsAddr, "simulatorSocket", d.ControlSocket,
+		"grpcSocket", d.GRPCSocket, "grpcRemote", d.GRPCAddr)
 
 	var runErr error
 loop:

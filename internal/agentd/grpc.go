@@ -1,0 +1,62 @@
+package agentd
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/kubeblade/kubeblade/internal/grpcapi"
+	"github.com/kubeblade/kubeblade/internal/pki"
+	"github.com/kubeblade/kubeblade/internal/pki/standalone"
+	"github.com/kubeblade/kubeblade/internal/unixsock"
+	"github.com/kubeblade/kubeblade/internal/version"
+)
+
+// startGRPC opens the gRPC listeners: always the unix socket, and with
+// remote access the mutual-TLS TCP port, whose certificates come from the
+// standalone issuer in the state directory.
+func startGRPC(o Options, d *Daemon, goServe func(string, func(context.Context) error)) error {
+	srv := grpcapi.New(grpcapi.Options{Agent: d.Agent, Version: version.Get(), Logger: o.Logger})
+	g := d.Config.GRPC
+	ln, err := unixsock.Listen(g.SocketPath, 0o660)
+	if err != nil {
+		return fmt.Errorf("gRPC socket: %w", err)
+	}
+	d.GRPCSocket = g.SocketPath
+	goServe("gRPC socket", func(ctx context.Context) error { return srv.Serve(ctx, ln, nil) })
+	if !g.Remote.Enabled {
+		return nil
+	}
+
+	// The seam for cluster-issued certificates: anything that is a
+	// pki.CertificateSource can serve here.
+	issuer, err := standalone.New(standalone.Options{
+		Dir:        o.StateDir,
+		ExtraSANs:  g.Remote.ExtraSANs,
+		Port:       int(g.Remote.Port),
+		SocketPath: g.SocketPath,
+		Clock:      o.Clock,
+		Logger:     o.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("gRPC certificates: %w", err)
+	}
+	var src pki.CertificateSource = issuer
+	addr := o.RemoteAddress
+	if addr == "" {
+		addr = net.JoinHostPort("", strconv.Itoa(int(g.Remote.Port)))
+	}
+	tcp, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("gRPC TCP listener: %w", err)
+	}
+	d.GRPCAddr = tcp.Addr().String()
+	d.BladectlConfig = issuer.BladectlConfigPath()
+	goServe("gRPC certificate renewal", issuer.Run)
+	goServe("gRPC mTLS listener", func(ctx context.Context) error {
+		return srv.Serve(ctx, tcp, pki.ServerTLSConfig(src))
+	})
+	o.Logger.Info("gRPC remote access enabled (mutual TLS)", "address", d.GRPCAddr, "bladectlConfig", d.BladectlConfig)
+	return nil
+}
