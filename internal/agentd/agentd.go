@@ -82,9 +82,12 @@ func Run(ctx context.Context, o Options) error {
 		o.StateDir = DefaultStateDir
 	}
 	log := o.Logger
-	cfg, err := config.Load(o.ConfigPath, o.Environ)
+	cfg, ignored, err := config.Load(o.ConfigPath, o.Environ)
 	if err != nil {
 		return err
+	}
+	if len(ignored) > 0 {
+		log.Warn("ignoring KUBEBLADE_ environment variables that name no config key", "variables", ignored)
 	}
 	settings, err := config.Settings(cfg)
 	if err != nil {
@@ -208,7 +211,7 @@ loop:
 }
 
 func reload(ctx context.Context, o Options, a *agent.Agent, log *slog.Logger) {
-	cfg, err := config.Load(o.ConfigPath, o.Environ)
+	cfg, _, err := config.Load(o.ConfigPath, o.Environ)
 	if err == nil {
 		var s core.Settings
 		if s, err = config.Settings(cfg); err == nil {

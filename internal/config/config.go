@@ -72,25 +72,36 @@ func Default() v1alpha1.AgentConfig {
 // Load reads the config file at path (a missing file means defaults),
 // applies environment overrides from environ (os.Environ() form) and
 // validates the result. Errors name the file, variable or key at fault.
-func Load(path string, environ []string) (v1alpha1.AgentConfig, error) {
+//
+// KUBEBLADE_ variables that name no key are returned as ignored rather than
+// refused: Kubernetes injects KUBEBLADE_SERVICE_HOST and friends into every
+// pod in a namespace with a Service called kubeblade, and that must not stop
+// a blade's fan control. The caller logs them, so a typo is still visible.
+func Load(path string, environ []string) (cfg v1alpha1.AgentConfig, ignored []string, err error) {
+	cfg, ignored, err = load(path, environ)
+	return cfg, ignored, err
+}
+
+func load(path string, environ []string) (v1alpha1.AgentConfig, []string, error) {
 	doc := map[string]any{}
 	if path != "" {
 		raw, err := os.ReadFile(path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 		case err != nil:
-			return v1alpha1.AgentConfig{}, fmt.Errorf("reading config: %w", err)
+			return v1alpha1.AgentConfig{}, nil, fmt.Errorf("reading config: %w", err)
 		default:
 			if err := yaml.Unmarshal(raw, &doc); err != nil {
-				return v1alpha1.AgentConfig{}, fmt.Errorf("config %s: %w", path, err)
+				return v1alpha1.AgentConfig{}, nil, fmt.Errorf("config %s: %w", path, err)
 			}
 			if doc == nil {
 				doc = map[string]any{} // an empty file
 			}
 		}
 	}
-	if err := applyEnv(doc, environ); err != nil {
-		return v1alpha1.AgentConfig{}, err
+	ignored, err := applyEnv(doc, environ)
+	if err != nil {
+		return v1alpha1.AgentConfig{}, nil, err
 	}
 	cfg, err := decode(doc)
 	if err != nil {
@@ -98,12 +109,12 @@ func Load(path string, environ []string) (v1alpha1.AgentConfig, error) {
 		if path != "" {
 			where = "config " + path
 		}
-		return v1alpha1.AgentConfig{}, fmt.Errorf("%s: %w", where, err)
+		return v1alpha1.AgentConfig{}, nil, fmt.Errorf("%s: %w", where, err)
 	}
 	if err := Validate(cfg); err != nil {
-		return v1alpha1.AgentConfig{}, err
+		return v1alpha1.AgentConfig{}, nil, err
 	}
-	return cfg, nil
+	return cfg, ignored, nil
 }
 
 // Parse decodes and validates one YAML or JSON document over the defaults,
@@ -193,7 +204,7 @@ func upperSnake(s string) string {
 	return b.String()
 }
 
-func applyEnv(doc map[string]any, environ []string) error {
+func applyEnv(doc map[string]any, environ []string) (ignored []string, err error) {
 	keys := EnvKeys()
 	var names []string
 	vals := map[string]string{}
@@ -209,11 +220,12 @@ func applyEnv(doc map[string]any, environ []string) error {
 	for _, name := range names {
 		path, ok := keys[name]
 		if !ok {
-			return fmt.Errorf("environment variable %s does not name a config key (see docs/configuration.md)", name)
+			ignored = append(ignored, name)
+			continue
 		}
 		var v any
 		if err := yaml.Unmarshal([]byte(vals[name]), &v); err != nil {
-			return fmt.Errorf("environment variable %s: %w", name, err)
+			return nil, fmt.Errorf("environment variable %s: %w", name, err)
 		}
 		if _, isString := v.(string); isString || v == nil {
 			// Keep strings verbatim: YAML would turn "#001000" into a
@@ -231,7 +243,7 @@ func applyEnv(doc map[string]any, environ []string) error {
 		}
 		m[path[len(path)-1]] = v
 	}
-	return nil
+	return ignored, nil
 }
 
 // Validate checks cfg against the rules the BladeConfig CRD also enforces,

@@ -22,7 +22,7 @@ func writeFile(t *testing.T, body string) string {
 }
 
 func TestMissingFileMeansDefaults(t *testing.T) {
-	cfg, err := Load(filepath.Join(t.TempDir(), "nope.yaml"), nil)
+	cfg, _, err := Load(filepath.Join(t.TempDir(), "nope.yaml"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,9 +99,12 @@ fanCurve:
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := Load(writeFile(t, tc.file), tc.env)
+			got, ignored, err := Load(writeFile(t, tc.file), tc.env)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if len(ignored) != 0 {
+				t.Errorf("ignored %v", ignored)
 			}
 			want := Default()
 			tc.want(&want)
@@ -138,14 +141,13 @@ func TestLoadRejects(t *testing.T) {
 		"wrong type":            {"criticalCelsius: hot", nil, "criticalCelsius: want a int32, got string"},
 		"bad backend":           {"hardware:\n  backend: bcm9999", nil, `hardware.backend: "bcm9999" is not one of`},
 		"not yaml":              {"criticalCelsius: [", nil, "config "},
-		"env names no key":      {"", []string{"KUBEBLADE_CRITICAL=70"}, "environment variable KUBEBLADE_CRITICAL does not name a config key"},
 		"env bad value":         {"", []string{"KUBEBLADE_FAN_CURVE=[{temperatureCelsius: 30, percent: 101}]"}, "fanCurve[0].percent: 101"},
 		"env wrong type":        {"", []string{"KUBEBLADE_GRPC_REMOTE_PORT=http"}, "grpc.remote.port: want a int32"},
 		"port out of range":     {"grpc:\n  remote:\n    port: 70000", nil, "grpc.remote.port: 70000 is outside 1–65535"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := Load(writeFile(t, tc.file), tc.env)
+			_, _, err := Load(writeFile(t, tc.file), tc.env)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Load() error = %v\nwant it to contain %q", err, tc.want)
 			}
@@ -155,8 +157,22 @@ func TestLoadRejects(t *testing.T) {
 
 func TestUnreadableFileIsAnError(t *testing.T) {
 	dir := t.TempDir() // a directory cannot be read as a file
-	if _, err := Load(dir, nil); err == nil || !strings.Contains(err.Error(), "reading config") {
+	if _, _, err := Load(dir, nil); err == nil || !strings.Contains(err.Error(), "reading config") {
 		t.Fatalf("Load(dir) error = %v", err)
+	}
+}
+
+func TestUnknownEnvIsIgnoredAndReported(t *testing.T) {
+	env := []string{"KUBEBLADE_SERVICE_HOST=10.0.0.1", "KUBEBLADE_CRITICAL=70", "KUBEBLADE_STEALTH=true"}
+	cfg, ignored, err := Load("", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"KUBEBLADE_CRITICAL", "KUBEBLADE_SERVICE_HOST"}, ignored); diff != "" {
+		t.Errorf("ignored (-want +got):\n%s", diff)
+	}
+	if !cfg.Stealth || cfg.CriticalCelsius != DefaultCriticalCelsius {
+		t.Errorf("known keys must still apply and unknown ones change nothing: %+v", cfg)
 	}
 }
 

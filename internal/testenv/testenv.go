@@ -19,7 +19,7 @@ import (
 // RequireEnv, when set to 1, turns missing control-plane binaries into a
 // failure instead of a skip. `make test` and CI set it, so a broken harness
 // can never pass silently.
-const RequireEnv = "KUBEBLADE_REQUIRE_ENVTEST"
+const RequireEnv = "ENVTEST_REQUIRED"
 
 // ErrNoAssets means the control-plane binaries were not found.
 var ErrNoAssets = errors.New("kube-apiserver and etcd not found: run `make test` (or `make envtest-assets`) to build them")
