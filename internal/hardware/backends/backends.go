@@ -5,7 +5,6 @@ package backends
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/hardware"
+	"github.com/kubeblade/kubeblade/internal/hardware/linux"
 	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
 )
 
@@ -28,9 +28,6 @@ type Deps struct {
 	Clock  clock.WithTicker
 	Logger *slog.Logger
 }
-
-// ErrLinuxUnavailable is returned while the linux backend is not built in.
-var ErrLinuxUnavailable = errors.New("the linux hardware backend is not available in this build")
 
 // Open opens the backend cfg selects. "auto" means linux: it never falls back
 // to the simulation, since a real blade silently simulated would not be
@@ -54,6 +51,17 @@ func Open(ctx context.Context, cfg v1alpha1.HardwareConfig, deps Deps) (Opened, 
 	}
 }
 
+// openLinux opens the linux backend. On a machine that is not a blade it
+// still succeeds, with Info().IsBlade false, so the agent can say so (and
+// the node be labelled) instead of crash-looping.
 func openLinux(ctx context.Context, cfg v1alpha1.LinuxHardwareConfig, deps Deps) (Opened, error) {
-	return Opened{}, ErrLinuxUnavailable
+	logger := deps.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	b, err := linux.Open(ctx, linux.Options{Config: cfg, Clock: deps.Clock, Logger: logger})
+	if err != nil {
+		return Opened{}, fmt.Errorf("linux hardware backend: %w", err)
+	}
+	return Opened{Backend: b}, nil
 }

@@ -13,60 +13,13 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kubeblade/kubeblade/internal/smartfan"
+	"github.com/kubeblade/kubeblade/internal/smartfan/smartfantest"
 	"github.com/kubeblade/kubeblade/internal/smartfan/uart"
 )
 
 // waitTimeout bounds every wait so a broken client fails the test instead
 // of hanging it; it is never what makes a test pass.
 const waitTimeout = 10 * time.Second
-
-// fanUnit simulates the smart fan unit on the far end of a link: it
-// decodes the blade's commands onto a channel and sends reports.
-type fanUnit struct {
-	t    *testing.T
-	rw   io.ReadWriter
-	cmds chan smartfan.Frame
-}
-
-func newFanUnit(t *testing.T, rw io.ReadWriter) *fanUnit {
-	u := &fanUnit{t: t, rw: rw, cmds: make(chan smartfan.Frame, 64)}
-	go func() {
-		var d smartfan.Decoder
-		buf := make([]byte, 64)
-		for {
-			n, err := rw.Read(buf)
-			d.Feed(buf[:n], func(f smartfan.Frame) { u.cmds <- f })
-			if err != nil {
-				return
-			}
-		}
-	}()
-	return u
-}
-
-func (u *fanUnit) send(p []byte) {
-	u.t.Helper()
-	if _, err := u.rw.Write(p); err != nil {
-		u.t.Fatalf("unit write: %v", err)
-	}
-}
-
-func (u *fanUnit) report(cmd byte, tenths uint32) {
-	u.t.Helper()
-	u.send(smartfan.Encode(smartfan.ValueFrame(cmd, tenths)))
-}
-
-func (u *fanUnit) expect(want smartfan.Frame) {
-	u.t.Helper()
-	select {
-	case got := <-u.cmds:
-		if got != want {
-			u.t.Fatalf("unit received %v, want %v", got, want)
-		}
-	case <-time.After(waitTimeout):
-		u.t.Fatalf("unit never received %v", want)
-	}
-}
 
 func start(t *testing.T, o uart.Options) (*uart.Client, <-chan smartfan.Frame) {
 	t.Helper()
@@ -117,13 +70,13 @@ func expectReading(t *testing.T, what string, read func() (float64, error), want
 }
 
 func TestOverPTY(t *testing.T) {
-	master, path := openPTY(t)
-	unit := newFanUnit(t, master)
+	master, path := smartfantest.OpenPTY(t)
+	unit := smartfantest.NewUnit(t, master)
 	c, _ := start(t, uart.Options{Dial: uart.Serial(path)})
 
 	// Written before or after the client opens the tty, the report waits
 	// in the tty's input queue.
-	unit.report(smartfan.ReportAirflowTemperature, 234)
+	unit.Report(smartfan.ReportAirflowTemperature, 234)
 	select {
 	case <-c.Seen():
 	case <-time.After(waitTimeout):
@@ -137,11 +90,11 @@ func TestOverPTY(t *testing.T) {
 	// good frames must all arrive.
 	bad := smartfan.Encode(smartfan.ValueFrame(smartfan.ReportFanRPM, 1))
 	bad[len(bad)-2] ^= 0xFF
-	unit.send([]byte{0x00, 0x13, 0x7F, 0x7E, 0xA3, 0x01})
-	unit.send(bad)
-	unit.report(smartfan.ReportFanRPM, 31250)              // 3125.0 RPM
-	unit.report(smartfan.ReportAirflowTemperature, 0x7E7F) // escapes inside
-	unit.report(smartfan.ReportButton, 0)
+	unit.Send([]byte{0x00, 0x13, 0x7F, 0x7E, 0xA3, 0x01})
+	unit.Send(bad)
+	unit.Report(smartfan.ReportFanRPM, 31250)              // 3125.0 RPM
+	unit.Report(smartfan.ReportAirflowTemperature, 0x7E7F) // escapes inside
+	unit.Report(smartfan.ReportButton, 0)
 
 	select {
 	case <-c.Buttons():
@@ -159,11 +112,11 @@ func TestOverPTY(t *testing.T) {
 	if err := c.SetFanPercent(55); err != nil {
 		t.Fatal(err)
 	}
-	unit.expect(smartfan.SetFanPercent(55))
+	unit.Expect(smartfan.SetFanPercent(55))
 	if err := c.SetLED(0x7E, 0x7D, 0x01); err != nil {
 		t.Fatal(err)
 	}
-	unit.expect(smartfan.Frame{Cmd: smartfan.CmdSetLED, Data: [3]byte{0x01, 0x7D, 0x7E}})
+	unit.Expect(smartfan.Frame{Cmd: smartfan.CmdSetLED, Data: [3]byte{0x01, 0x7D, 0x7E}})
 	if err := c.SetFanPercent(101); err == nil {
 		t.Fatal("SetFanPercent(101) accepted")
 	}
@@ -179,7 +132,7 @@ type pipeConn struct {
 func (p pipeConn) Close() error { return p.closeFn() }
 
 func TestReconnectReplaysCommands(t *testing.T) {
-	master, path := openPTY(t)
+	master, path := smartfantest.OpenPTY(t)
 
 	// First connection: an in-memory pipe the test breaks. Second dial
 	// fails. Third: the pty.
@@ -206,30 +159,30 @@ func TestReconnectReplaysCommands(t *testing.T) {
 	}
 	c, applied := start(t, uart.Options{Dial: dial, RetryInterval: time.Millisecond})
 
-	oldUnit := newFanUnit(t, struct {
+	oldUnit := smartfantest.NewUnit(t, struct {
 		io.Reader
 		io.Writer
 	}{unitR, unitW})
-	oldUnit.report(smartfan.ReportFanRPM, 10000)
+	oldUnit.Report(smartfan.ReportFanRPM, 10000)
 	<-c.Seen()
 	if err := c.SetFanPercent(70); err != nil {
 		t.Fatal(err)
 	}
-	oldUnit.expect(smartfan.SetFanPercent(70))
+	oldUnit.Expect(smartfan.SetFanPercent(70))
 	if err := c.SetLED(1, 2, 3); err != nil {
 		t.Fatal(err)
 	}
-	oldUnit.expect(smartfan.SetLED(1, 2, 3))
+	oldUnit.Expect(smartfan.SetLED(1, 2, 3))
 
 	// The link breaks mid-frame.
-	oldUnit.send([]byte{0x7E, 0xA3})
+	oldUnit.Send([]byte{0x7E, 0xA3})
 	unitW.CloseWithError(errors.New("cable pulled"))
 
 	// The new link gets the last commands replayed, then works normally.
-	newUnit := newFanUnit(t, master)
-	newUnit.expect(smartfan.SetFanPercent(70))
-	newUnit.expect(smartfan.SetLED(1, 2, 3))
-	newUnit.report(smartfan.ReportFanRPM, 22220)
+	newUnit := smartfantest.NewUnit(t, master)
+	newUnit.Expect(smartfan.SetFanPercent(70))
+	newUnit.Expect(smartfan.SetLED(1, 2, 3))
+	newUnit.Report(smartfan.ReportFanRPM, 22220)
 	waitApplied(t, applied, smartfan.ValueFrame(smartfan.ReportFanRPM, 22220))
 	expectReading(t, "FanRPM after reconnect", c.FanRPM, 2222)
 	if st := c.Stats(); st.Connects != 2 {
@@ -238,7 +191,7 @@ func TestReconnectReplaysCommands(t *testing.T) {
 }
 
 func TestNoUnitAndStaleReadings(t *testing.T) {
-	master, path := openPTY(t)
+	master, path := smartfantest.OpenPTY(t)
 	fc := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	c, applied := start(t, uart.Options{Dial: uart.Serial(path), Clock: fc, StaleAfter: 10 * time.Second})
 
@@ -253,8 +206,8 @@ func TestNoUnitAndStaleReadings(t *testing.T) {
 		t.Fatal("silent UART detected as a unit")
 	}
 
-	unit := newFanUnit(t, master)
-	unit.report(smartfan.ReportFanRPM, 12345)
+	unit := smartfantest.NewUnit(t, master)
+	unit.Report(smartfan.ReportFanRPM, 12345)
 	waitApplied(t, applied, smartfan.ValueFrame(smartfan.ReportFanRPM, 12345))
 	expectReading(t, "FanRPM", c.FanRPM, 1234.5)
 	fc.Step(10 * time.Second)
@@ -279,17 +232,17 @@ func waitForWaiter(t *testing.T, fc *clocktesting.FakeClock) {
 }
 
 func TestButtonFloodIsBounded(t *testing.T) {
-	master, path := openPTY(t)
-	unit := newFanUnit(t, master)
+	master, path := smartfantest.OpenPTY(t)
+	unit := smartfantest.NewUnit(t, master)
 	c, applied := start(t, uart.Options{Dial: uart.Serial(path)})
-	unit.report(smartfan.ReportAirflowTemperature, 200)
+	unit.Report(smartfan.ReportAirflowTemperature, 200)
 	<-c.Seen()
 	var flood []byte
 	for i := 0; i < 100; i++ {
 		flood = smartfan.Append(flood, smartfan.Frame{Cmd: smartfan.ReportButton})
 	}
-	unit.send(flood)
-	unit.report(smartfan.ReportFanRPM, 10) // marks the end of the flood
+	unit.Send(flood)
+	unit.Report(smartfan.ReportFanRPM, 10) // marks the end of the flood
 	waitApplied(t, applied, smartfan.ValueFrame(smartfan.ReportFanRPM, 10))
 	st := c.Stats()
 	if got := len(c.Buttons()); got != uart.ButtonBuffer {

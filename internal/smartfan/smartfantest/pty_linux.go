@@ -1,6 +1,6 @@
 //go:build linux
 
-package uart_test
+package smartfantest
 
 import (
 	"fmt"
@@ -10,12 +10,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// openPTY returns a pseudo-terminal pair: the master, where the simulated
+// OpenPTY returns a pseudo-terminal pair: the master, where the simulated
 // fan unit sits, and the slave's path, which the client opens as a real tty
 // through go.bug.st/serial. A slave descriptor is held open (in raw mode)
 // for the test's lifetime so the master does not see a hang-up while the
 // client reconnects.
-func openPTY(t *testing.T) (*os.File, string) {
+func OpenPTY(t testing.TB) (*os.File, string) {
 	t.Helper()
 	fd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
