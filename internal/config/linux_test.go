@@ -10,7 +10,7 @@ import (
 )
 
 func TestLinuxBackendKeys(t *testing.T) {
-	got, err := Load(writeFile(t, `
+	got, _, err := Load(writeFile(t, `
 hardware:
   linux:
     procRoot: /host/proc
@@ -48,7 +48,7 @@ func TestLinuxBackendRejects(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := Load(writeFile(t, tc.file), nil)
+			_, _, err := Load(writeFile(t, tc.file), nil)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Load() error = %v\nwant it to contain %q", err, tc.want)
 			}
