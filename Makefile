@@ -11,7 +11,9 @@ DATE    ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
 LDFLAGS := -X github.com/kubeblade/kubeblade/internal/version.version=$(VERSION) \
            -X github.com/kubeblade/kubeblade/internal/version.commit=$(COMMIT) \
            -X github.com/kubeblade/kubeblade/internal/version.date=$(DATE)
-BINARIES := kubeblade-agent
+BINARIES := kubeblade-agent bladectl
+# Generated from api/**/*.proto by `make generate`.
+GENERATED := api/bladeapi api/agent
 # Packages whose tests run in `make test` (everything).
 PKGS    ?= ./...
 # How long CI fuzzes each target.
@@ -25,6 +27,19 @@ help: ## Show this help.
 build: ## Build the binaries into bin/.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
 
+	@# bladectl is also the kubectl plugin "kubectl blade": it checks its name.
+	ln -sf bladectl $(BIN)/kubectl-blade
+
+.PHONY: generate
+generate: ## Generate the gRPC code from api/**/*.proto with the pinned tools (built once into bin/tools).
+	hack/gen-proto.sh
+
+.PHONY: verify-generated
+verify-generated: generate ## Fail if the committed generated code differs from what `make generate` produces.
+	@if ! git diff --quiet -- $(GENERATED) || [ -n "$$(git ls-files --others --exclude-standard -- $(GENERATED))" ]; then \
+	  git --no-pager diff --stat -- $(GENERATED); git ls-files --others --exclude-standard -- $(GENERATED); \
+	  echo "generated code is stale: run 'make generate' and commit the result"; exit 1; fi
+
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver and etcd from source into bin/k8s (cached).
 	@hack/k8s-tools.sh kube-apiserver etcd >/dev/null
@@ -36,7 +51,7 @@ vet: ## go vet and gofmt.
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: test
-test: envtest-assets vet ## Everything CI checks: vet, unit and envtest suites under -race.
+test: envtest-assets verify-generated vet ## Everything CI checks: vet, unit and envtest suites under -race.
 	KUBEBUILDER_ASSETS=$$(hack/k8s-tools.sh kube-apiserver etcd) KUBEBLADE_REQUIRE_ENVTEST=1 \
 	  $(GO) test -race -count=1 $(PKGS)
 
@@ -50,4 +65,4 @@ bench-footprint: build ## Run the standalone agent for 60 s and print its memory
 
 .PHONY: clean
 clean: ## Remove build outputs (keeps the cached control-plane binaries).
-	rm -rf $(BIN)/kubeblade-agent dist
+	rm -rf $(addprefix $(BIN)/,$(BINARIES)) $(BIN)/kubectl-blade dist
