@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Generates the Kubernetes side of the API with the pinned controller-gen:
+# deepcopy functions for api/v1alpha1 and the CRD manifests in config/crd/bases.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+ver=$(awk '$1=="sigs.k8s.io/controller-tools"{print $2}' "$root/hack/tools/controller-gen/go.mod")
+cg="$root/bin/tools/controller-gen-$ver"
+if [ ! -x "$cg" ]; then
+  echo "gen-k8s: building controller-gen $ver" >&2
+  mkdir -p "$root/bin/tools"
+  (cd "$root/hack/tools/controller-gen" && go build -o "$cg.tmp" sigs.k8s.io/controller-tools/cmd/controller-gen)
+  mv "$cg.tmp" "$cg"
+fi
+cd "$root"
+"$cg" object paths=./api/v1alpha1/...
+rm -rf config/crd/bases
+"$cg" crd:maxDescLen=400 paths=./api/v1alpha1/... output:crd:artifacts:config=config/crd/bases
