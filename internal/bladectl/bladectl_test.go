@@ -322,7 +322,7 @@ func TestMonitorFollowsButtonIdentifyAndCritical(t *testing.T) {
 func TestMonitorJSONLinesAndTimeout(t *testing.T) {
 	f := newFleet(t)
 	// --timeout ends monitor normally.
-	r := f.run(t, "monitor", "-o", "json", "--timeout", "200ms")
+	r := f.run(t, "monitor", "-o", "json", "--timeout", "1s")
 	if r.code != ExitOK {
 		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
 	}

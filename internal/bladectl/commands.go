@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	agentv1 "github.com/kubeblade/kubeblade/api/agent/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/version"
@@ -79,13 +81,17 @@ With -o json every line is a JSON object; with -o yaml a YAML document.`,
 				fmt.Fprintln(o.env.Stdout, monitorRow(monitorHeader))
 			}
 			results, err := o.forEach(cmd.Context(), true, func(ctx context.Context, blade string, c bladeClient) (result, error) {
+				received := false
 				err := c.Watch(ctx, func(m *agentv1.WatchStatusResponse) error {
 					mu.Lock()
 					defer mu.Unlock()
+					received = true
 					return o.printMonitor(p, blade, m)
 				})
-				if cmd.Context().Err() != nil || (o.timeoutSet && errors.Is(ctx.Err(), context.DeadlineExceeded)) {
-					// The run ended because the user asked it to.
+				// Interrupted, or --timeout ran out after the blade answered:
+				// the run ended because the user asked it to. A blade that
+				// never answered within --timeout is still a failure.
+				if cmd.Context().Err() != nil || (received && o.timeoutSet && ended(ctx, err)) {
 					err = nil
 				}
 				return result{}, err
@@ -309,3 +315,9 @@ func exactArgs(n int) cobra.PositionalArgs {
 }
 
 func jsonLine(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }
+
+// ended reports whether a watch stopped because its deadline passed; the
+// server may notice the deadline first and say so in a status.
+func ended(ctx context.Context, err error) bool {
+	return errors.Is(ctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded
+}
