@@ -12,6 +12,12 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/kubeblade/kubeblade/internal/agentd"
 	"github.com/kubeblade/kubeblade/internal/config"
 	"github.com/kubeblade/kubeblade/internal/logging"
@@ -35,6 +41,10 @@ func run(args []string) error {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	kube := fs.Bool("kubernetes", false, "report to Kubernetes and take orders from Node annotations (in-cluster config or --kubeconfig)")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file for --kubernetes outside a cluster (default: in-cluster, then $KUBECONFIG)")
+	nodeName := fs.String("node-name", os.Getenv("NODE_NAME"), "this blade's Node name for --kubernetes (default $NODE_NAME)")
+	heartbeat := fs.Duration("blade-heartbeat", 0, "longest time between Blade status writes (default 5m)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -48,6 +58,22 @@ func run(args []string) error {
 	log, err := logging.New(os.Stderr, *logLevel, *logFormat)
 	if err != nil {
 		return err
+	}
+	// client-go and controller-runtime log through klog and logr; send
+	// both to the same structured log.
+	klog.SetSlogLogger(log)
+	ctrllog.SetLogger(logr.FromSlogHandler(log.Handler()))
+
+	var kopts *agentd.KubernetesOptions
+	if *kube {
+		cfg, err := restConfig(*kubeconfig)
+		if err != nil {
+			return err
+		}
+		if *nodeName == "" {
+			return errors.New("--kubernetes needs the node name: set NODE_NAME (the DaemonSet does, from spec.nodeName) or --node-name")
+		}
+		kopts = &agentd.KubernetesOptions{Config: cfg, NodeName: *nodeName, Heartbeat: *heartbeat}
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -71,5 +97,23 @@ func run(args []string) error {
 		Environ:    os.Environ(),
 		Logger:     log,
 		Reload:     reload,
+		Kubernetes: kopts,
 	})
+}
+
+// restConfig prefers an explicit kubeconfig, then the in-cluster config,
+// then $KUBECONFIG and ~/.kube/config.
+func restConfig(path string) (*rest.Config, error) {
+	if path == "" {
+		if cfg, err := rest.InClusterConfig(); err == nil {
+			return cfg, nil
+		}
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	return cfg, nil
 }

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
@@ -24,6 +26,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/core"
 	"github.com/kubeblade/kubeblade/internal/hardware/backends"
 	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
+	"github.com/kubeblade/kubeblade/internal/kubeagent"
 	"github.com/kubeblade/kubeblade/internal/metrics"
 	"github.com/kubeblade/kubeblade/internal/opsserver"
 	"github.com/kubeblade/kubeblade/internal/unixsock"
@@ -48,9 +51,21 @@ type Options struct {
 	Reload <-chan struct{}
 	// Started, if set, is called once everything listens.
 	Started func(*Daemon)
+	// Kubernetes, when set, turns on the Kubernetes mode: Node annotations,
+	// labels, conditions, Blade objects, Events and BladeConfig following.
+	Kubernetes *KubernetesOptions
 	// RemoteAddress overrides the gRPC TCP listen address (default
 	// ":<grpc.remote.port>"); tests use 127.0.0.1:0.
 	RemoteAddress string
+}
+
+// KubernetesOptions configure the Kubernetes mode.
+type KubernetesOptions struct {
+	Config   *rest.Config
+	NodeName string
+	// Heartbeat and MinInterval tune Blade status writes (kubeagent
+	// defaults when zero).
+	Heartbeat, MinInterval time.Duration
 }
 
 // Daemon is a running agent process.
@@ -68,6 +83,8 @@ type Daemon struct {
 	// is off; BladectlConfig is the admin config written for it.
 	GRPCAddr       string
 	BladectlConfig string
+	// Kube is the Kubernetes side, nil in standalone mode.
+	Kube *kubeagent.Reporter
 }
 
 // Run runs the agent process until ctx ends.
@@ -119,6 +136,18 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	d := &Daemon{Agent: a, Config: cfg, Simulated: hw.Simulated}
+	var extraMetrics []prometheus.Collector
+	if k := o.Kubernetes; k != nil {
+		rep, err := kubeagent.New(kubeagent.Options{
+			Config: k.Config, NodeName: k.NodeName, Agent: a, Local: cfg,
+			Heartbeat: k.Heartbeat, MinInterval: k.MinInterval, Clock: o.Clock, Logger: log,
+		})
+		if err != nil {
+			return err
+		}
+		d.Kube = rep
+		extraMetrics = append(extraMetrics, metrics.NewKubeCollector(rep))
+	}
 
 	// Everything that serves runs under runCtx; the agent itself runs
 	// under ctx so its safe exit happens once, when the caller stops us.
@@ -139,7 +168,7 @@ func Run(ctx context.Context, o Options) error {
 	if addr := cfg.Metrics.BindAddress; addr != "" && addr != "0" {
 		srv, err := opsserver.Listen(opsserver.Options{
 			Address:  addr,
-			Gatherer: metrics.NewRegistry(a),
+			Gatherer: metrics.NewRegistry(a, extraMetrics...),
 			Live:     map[string]opsserver.Check{"agent-loop": loopAlive(a)},
 			Ready:    map[string]opsserver.Check{"agent-loop": loopAlive(a)},
 			Logger:   log,
@@ -171,6 +200,9 @@ func Run(ctx context.Context, o Options) error {
 
 	agentDone := make(chan error, 1)
 	go func() { agentDone <- a.Run(ctx) }()
+	if d.Kube != nil {
+		goServe("kubernetes reporter", d.Kube.Run)
+	}
 	if o.Started != nil {
 		o.Started(d)
 	}

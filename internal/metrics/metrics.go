@@ -13,6 +13,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/agent"
 	"github.com/kubeblade/kubeblade/internal/core"
 	"github.com/kubeblade/kubeblade/internal/hardware"
+	"github.com/kubeblade/kubeblade/internal/kubeagent"
 )
 
 // Source is what the collector reads; *agent.Agent implements it.
@@ -126,12 +127,51 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descDropped, cn.BusDropped)
 }
 
-// NewRegistry returns a registry with the agent collector plus the Go
-// runtime and process collectors.
-func NewRegistry(src Source) *prometheus.Registry {
+// NewRegistry returns a registry with the agent collector, any extra
+// collectors, and the Go runtime and process collectors.
+func NewRegistry(src Source, extra ...prometheus.Collector) *prometheus.Registry {
 	r := prometheus.NewRegistry()
 	r.MustRegister(NewCollector(src),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.MustRegister(extra...)
 	return r
+}
+
+// KubeSource is the agent's Kubernetes side; *kubeagent.Reporter implements it.
+type KubeSource interface {
+	Stats() kubeagent.Stats
+}
+
+var (
+	descKubeConnected = prometheus.NewDesc(ns+"_kube_api_connected", "1 while the last request to the Kubernetes API server succeeded.", nil, nil)
+	descKubeRequests  = prometheus.NewDesc(ns+"_kube_api_requests_total", "Requests to the Kubernetes API server.", nil, nil)
+	descKubeWrites    = prometheus.NewDesc(ns+"_kube_api_writes_total", "Mutating requests (POST, PUT, PATCH, DELETE) to the Kubernetes API server.", nil, nil)
+	descEvPending     = prometheus.NewDesc(ns+"_kube_events_pending", "Kubernetes Events waiting for the API server.", nil, nil)
+	descEvSent        = prometheus.NewDesc(ns+"_kube_events_sent_total", "Kubernetes Event writes that reached the API server.", nil, nil)
+	descEvDropped     = prometheus.NewDesc(ns+"_kube_events_dropped_total", "Kubernetes Events lost because the undelivered queue was full (oldest first).", nil, nil)
+)
+
+// KubeCollector exposes the Kubernetes side's delivery counters.
+type KubeCollector struct{ src KubeSource }
+
+// NewKubeCollector returns a collector for src.
+func NewKubeCollector(src KubeSource) *KubeCollector { return &KubeCollector{src: src} }
+
+// Describe implements prometheus.Collector.
+func (c *KubeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descKubeConnected, descKubeRequests, descKubeWrites, descEvPending, descEvSent, descEvDropped} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *KubeCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.src.Stats()
+	ch <- prometheus.MustNewConstMetric(descKubeConnected, prometheus.GaugeValue, b2f(s.Connected))
+	ch <- prometheus.MustNewConstMetric(descKubeRequests, prometheus.CounterValue, float64(s.Requests))
+	ch <- prometheus.MustNewConstMetric(descKubeWrites, prometheus.CounterValue, float64(s.Writes))
+	ch <- prometheus.MustNewConstMetric(descEvPending, prometheus.GaugeValue, float64(s.Events.Pending))
+	ch <- prometheus.MustNewConstMetric(descEvSent, prometheus.CounterValue, float64(s.Events.Sent))
+	ch <- prometheus.MustNewConstMetric(descEvDropped, prometheus.CounterValue, float64(s.Events.Dropped))
 }

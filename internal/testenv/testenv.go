@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -35,6 +37,10 @@ type Options struct {
 	// CRDDirs are directories of CRD manifests to install, relative to the
 	// repository root.
 	CRDDirs []string
+	// Restartable keeps the API server's certificates in a fixed directory
+	// so StopAPIServer/StartAPIServer bring it back on the same address
+	// with the same credentials (outage tests).
+	Restartable bool
 }
 
 // RepoRoot returns the repository root, found from this source file.
@@ -75,12 +81,36 @@ func Start(o Options) (*Env, error) {
 		CRDDirectoryPaths:     crds,
 		ErrorIfCRDPathMissing: len(crds) > 0,
 	}
+	if o.Restartable {
+		certs, err := os.MkdirTemp("", "kubeblade-apiserver-")
+		if err != nil {
+			return nil, err
+		}
+		// envtest regenerates certificates for a randomly allocated
+		// directory on every start; a fixed one keeps them.
+		// StopAPIServer models a crash: a short grace, then SIGKILL.
+		e.ControlPlane.APIServer = &envtest.APIServer{CertDir: certs, StopTimeout: 2 * time.Second}
+	}
 	cfg, err := e.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting envtest with binaries from %s: %w", dir, err)
 	}
 	return &Env{Config: cfg, env: e}, nil
 }
+
+// StopAPIServer stops kube-apiserver, leaving etcd running. A server that
+// does not finish its graceful shutdown in time is killed, which is what
+// outage tests want anyway.
+func (e *Env) StopAPIServer() error {
+	err := e.env.ControlPlane.APIServer.Stop()
+	if err != nil && strings.Contains(err.Error(), "timeout waiting for process") {
+		return nil
+	}
+	return err
+}
+
+// StartAPIServer starts a stopped kube-apiserver again (Options.Restartable).
+func (e *Env) StartAPIServer() error { return e.env.ControlPlane.APIServer.Start() }
 
 // Stop stops the control plane.
 func (e *Env) Stop() error { return e.env.Stop() }

@@ -1,0 +1,539 @@
+// Package kubeagent is the agent's Kubernetes side: it watches its own Node
+// (annotations are commands, the kubeblade.io/config label names the
+// BladeConfig to follow) and that one BladeConfig, and reports the blade as
+// Node labels, the BladeThermalCritical condition, an optional taint, a Blade
+// object and Events. The blade's safety never waits for it: the agent runs
+// the hardware on its own, and this package catches up whenever the API
+// server is reachable.
+package kubeagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubeblade/kubeblade/api/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/agent"
+	"github.com/kubeblade/kubeblade/internal/annotations"
+	"github.com/kubeblade/kubeblade/internal/config"
+	"github.com/kubeblade/kubeblade/internal/core"
+	"github.com/kubeblade/kubeblade/internal/eventbus"
+	"github.com/kubeblade/kubeblade/internal/kubeevents"
+)
+
+// Defaults for Options.
+const (
+	DefaultHeartbeat   = 5 * time.Minute
+	DefaultMinInterval = time.Minute
+)
+
+// Options configure the Kubernetes side of one agent.
+type Options struct {
+	// Config reaches the API server; its transport is wrapped to count writes.
+	Config   *rest.Config
+	NodeName string
+	Agent    *agent.Agent
+	// Local is the agent's own (file/env) config, used while the Node is
+	// assigned to no BladeConfig.
+	Local v1alpha1.AgentConfig
+	// Heartbeat is the longest time between Blade status writes.
+	Heartbeat time.Duration
+	// MinInterval is the shortest time between writes caused only by
+	// temperature drift; state changes are written at once.
+	MinInterval   time.Duration
+	EventCapacity int
+	Clock         clock.WithTicker
+	Logger        *slog.Logger
+}
+
+// Stats are counters for metrics and benchmarks.
+type Stats struct {
+	Events kubeevents.Stats
+	// Writes counts mutating API requests (POST, PUT, PATCH, DELETE).
+	Writes uint64
+	// Requests counts all API requests.
+	Requests uint64
+	// Connected is false while the last API request failed.
+	Connected bool
+}
+
+// Reporter is the running Kubernetes side of one agent.
+type Reporter struct {
+	o      Options
+	log    *slog.Logger
+	clk    clock.WithTicker
+	c      client.WithWatch
+	events *kubeevents.Recorder
+	// sub is taken in New, before the agent runs, so AgentStarted and
+	// everything after it reach Kubernetes.
+	sub      *eventbus.Subscription[core.Event]
+	writes   atomic.Uint64
+	requests atomic.Uint64
+	failing  atomic.Bool
+
+	// Loop state, touched only by Run's goroutine.
+	node       *corev1.Node
+	seen       map[string]string // annotation values last acted on
+	reported   map[string]string // bad annotation values already reported
+	pendingFan *annotations.Fan
+	configName string
+	cfgWatch   *objectWatch
+	applied    *v1alpha1.AppliedConfig
+	badConfig  string // "name/generation" of an invalid config already reported
+	taint      bool
+	lastBlade  *v1alpha1.BladeStatus
+	lastWrite  time.Time
+	created    bool
+	retryAt    time.Time
+	backoff    time.Duration
+}
+
+// New prepares a Reporter; Run starts it.
+func New(o Options) (*Reporter, error) {
+	if o.NodeName == "" {
+		return nil, errors.New("kubernetes mode needs the node name (NODE_NAME or --node-name)")
+	}
+	if o.Agent == nil || o.Config == nil {
+		return nil, errors.New("kubeagent: Agent and Config are required")
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
+	if o.MinInterval <= 0 {
+		o.MinInterval = DefaultMinInterval
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Reporter{o: o, log: o.Logger.With("node", o.NodeName), clk: o.Clock,
+		seen: map[string]string{}, reported: map[string]string{}, taint: o.Local.TaintOnCritical}
+	cfg := rest.CopyConfig(o.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, r} })
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "kubeblade-agent/" + o.NodeName
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	r.c = c
+	r.sub = o.Agent.Subscribe(1024)
+	r.events = kubeevents.New(kubeevents.Options{
+		Client: cs.EventsV1(), NodeName: o.NodeName, Capacity: o.EventCapacity, Clock: o.Clock, Logger: o.Logger,
+	})
+	return r, nil
+}
+
+type countingTransport struct {
+	rt http.RoundTripper
+	r  *Reporter
+}
+
+func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.r.requests.Add(1)
+	switch req.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		t.r.writes.Add(1)
+	}
+	resp, err := t.rt.RoundTrip(req)
+	t.r.failing.Store(err != nil || (resp != nil && resp.StatusCode >= 500))
+	return resp, err
+}
+
+// Stats returns the counters.
+func (r *Reporter) Stats() Stats {
+	return Stats{Events: r.events.Stats(), Writes: r.writes.Load(), Requests: r.requests.Load(), Connected: !r.failing.Load()}
+}
+
+// Run reports until ctx ends.
+func (r *Reporter) Run(ctx context.Context) error {
+	sub := r.sub
+	defer sub.Close()
+	evDone := make(chan struct{})
+	go func() {
+		defer close(evDone)
+		_ = r.events.Run(ctx)
+	}()
+	nodeWatch := newObjectWatch(ctx, r.c, &corev1.Node{}, &corev1.NodeList{}, r.o.NodeName)
+	defer func() {
+		stopAll(nodeWatch, r.cfgWatch)
+		<-evDone
+	}()
+
+	timer := r.clk.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		var cfgChanged <-chan struct{}
+		if r.cfgWatch != nil {
+			cfgChanged = r.cfgWatch.changed
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-nodeWatch.changed:
+			if n, ok := nodeWatch.get().(*corev1.Node); ok && n != nil {
+				r.onNode(ctx, n)
+			} else if nodeWatch.synced() {
+				r.node = nil
+			}
+		case <-cfgChanged:
+			r.onConfig(ctx)
+		case ev, ok := <-sub.C():
+			if !ok {
+				return nil
+			}
+			r.onEvent(ctx, ev)
+		case <-timer.C():
+		}
+		now := r.clk.Now()
+		due := r.sync(ctx, now)
+		timer.Reset(max(due.Sub(now), 10*time.Millisecond))
+	}
+}
+
+func (r *Reporter) onNode(ctx context.Context, n *corev1.Node) {
+	r.node = n
+	r.events.SetNode(n)
+	r.onAnnotations(ctx, n.Annotations)
+	if name := n.Labels[v1alpha1.LabelConfig]; name != r.configName {
+		r.follow(ctx, name)
+	}
+}
+
+// follow switches the BladeConfig watch to name ("" = none).
+func (r *Reporter) follow(ctx context.Context, name string) {
+	if r.cfgWatch != nil {
+		r.cfgWatch.stop()
+		r.cfgWatch = nil
+	}
+	r.configName = name
+	if name == "" {
+		r.log.Info("node is assigned to no BladeConfig; using the local config")
+		r.apply(ctx, r.o.Local, nil)
+		return
+	}
+	r.log.Info("following BladeConfig", "bladeConfig", name)
+	r.cfgWatch = newObjectWatch(ctx, r.c, &v1alpha1.BladeConfig{}, &v1alpha1.BladeConfigList{}, name)
+}
+
+func (r *Reporter) onConfig(ctx context.Context) {
+	bc, ok := r.cfgWatch.get().(*v1alpha1.BladeConfig)
+	if !ok || bc == nil {
+		return // not there (yet): keep what runs
+	}
+	if r.applied != nil && r.applied.Name == bc.Name && r.applied.Generation == bc.Generation {
+		return
+	}
+	key := fmt.Sprintf("%s/%d", bc.Name, bc.Generation)
+	raw, err := json.Marshal(bc.Spec.Agent)
+	var cfg v1alpha1.AgentConfig
+	if err == nil {
+		cfg, err = config.Parse(raw)
+	}
+	if err != nil {
+		if r.badConfig != key {
+			r.badConfig = key
+			r.events.Record(core.Event{Reason: kubeevents.ReasonInvalidConfig, Warning: true, Time: r.clk.Now(),
+				Message: fmt.Sprintf("BladeConfig %s generation %d is invalid and was not applied: %v", bc.Name, bc.Generation, err)})
+		}
+		r.log.Error("BladeConfig refused; keeping the running config", "bladeConfig", bc.Name, "generation", bc.Generation, "err", err)
+		return
+	}
+	r.apply(ctx, cfg, &v1alpha1.AppliedConfig{Name: bc.Name, Generation: bc.Generation})
+}
+
+func (r *Reporter) apply(ctx context.Context, cfg v1alpha1.AgentConfig, applied *v1alpha1.AppliedConfig) {
+	s, err := config.Settings(cfg)
+	if err != nil {
+		r.log.Error("config refused", "err", err)
+		return
+	}
+	name := "local config"
+	if applied != nil {
+		name = fmt.Sprintf("BladeConfig %s generation %d", applied.Name, applied.Generation)
+	}
+	if err := r.o.Agent.ApplySettings(ctx, s, name); err != nil {
+		r.log.Error("applying config", "err", err)
+		return
+	}
+	r.applied = applied
+	r.taint = cfg.TaintOnCritical
+}
+
+var annotationKeys = []string{v1alpha1.AnnotationIdentify, v1alpha1.AnnotationStealth, v1alpha1.AnnotationFanSpeed}
+
+// onAnnotations acts on annotations that changed since they were last seen
+// (all of them on start, which restores what people asked for after a
+// restart). Acting on changes only, not on levels, lets the button and the
+// gRPC API change the same things without the annotation undoing them.
+func (r *Reporter) onAnnotations(ctx context.Context, ann map[string]string) {
+	reqs, bad := annotations.Parse(ann)
+	badKeys := map[string]annotations.Invalid{}
+	for _, b := range bad {
+		badKeys[b.Key] = b
+	}
+	for _, key := range annotationKeys {
+		cur, has := ann[key]
+		prev, had := r.seen[key]
+		if has == had && cur == prev {
+			continue
+		}
+		if has {
+			r.seen[key] = cur
+		} else {
+			delete(r.seen, key)
+		}
+		if b, isBad := badKeys[key]; isBad {
+			if r.reported[key] != cur {
+				r.reported[key] = cur
+				r.events.Record(core.Event{Reason: kubeevents.ReasonInvalidAnnotation, Warning: true, Time: r.clk.Now(), Message: b.String()})
+				r.log.Warn("invalid annotation ignored", "annotation", key, "value", cur, "reason", b.Reason)
+			}
+			continue
+		}
+		delete(r.reported, key)
+		r.act(ctx, key, has, reqs)
+	}
+}
+
+func (r *Reporter) act(ctx context.Context, key string, has bool, reqs annotations.Requests) {
+	a, src := r.o.Agent, core.SourceAnnotation
+	var err error
+	switch key {
+	case v1alpha1.AnnotationIdentify:
+		on := has && *reqs.Identify
+		err = a.SetIdentify(ctx, on, src)
+	case v1alpha1.AnnotationStealth:
+		err = a.SetStealth(ctx, reqs.Stealth, src) // nil (removed) returns to the config
+	case v1alpha1.AnnotationFanSpeed:
+		fan := reqs.Fan
+		if !has {
+			fan = &annotations.Fan{Auto: true}
+		}
+		r.pendingFan = nil
+		err = r.setFan(ctx, *fan)
+		if errors.Is(err, core.ErrCriticalActive) {
+			// Applied once critical mode lets go of the fan.
+			r.pendingFan = fan
+			r.log.Info("fan-speed annotation waits for critical mode to end", "value", r.seen[key])
+			return
+		}
+	}
+	if err != nil {
+		r.log.Error("applying annotation", "annotation", key, "err", err)
+	}
+}
+
+func (r *Reporter) setFan(ctx context.Context, f annotations.Fan) error {
+	if f.Auto {
+		return r.o.Agent.SetFanAuto(ctx, core.SourceAnnotation)
+	}
+	return r.o.Agent.SetFanManual(ctx, f.Percent, core.SourceAnnotation)
+}
+
+func (r *Reporter) onEvent(ctx context.Context, ev core.Event) {
+	r.events.Record(ev)
+	switch ev.Reason {
+	case core.ReasonIdentifyStopped:
+		// The button confirmed identify: the request is fulfilled, so the
+		// annotation goes; otherwise a restart would start it again.
+		if ev.Source == core.SourceButton && r.node != nil {
+			if err := removeAnnotation(ctx, r.c, r.node, v1alpha1.AnnotationIdentify, "true"); err != nil {
+				r.log.Error("could not remove the identify annotation", "err", err)
+				r.scheduleRetry()
+			}
+		}
+	case core.ReasonTemperatureNormal:
+		if f := r.pendingFan; f != nil {
+			if err := r.setFan(ctx, *f); err == nil {
+				r.pendingFan = nil
+			}
+		}
+	}
+}
+
+func (r *Reporter) scheduleRetry() {
+	if r.backoff == 0 {
+		r.backoff = 500 * time.Millisecond
+	} else {
+		r.backoff = min(2*r.backoff, 10*time.Second)
+	}
+	r.retryAt = r.clk.Now().Add(r.backoff)
+}
+
+// sync brings the Node and the Blade in line with the agent's state and
+// returns when it next needs to run.
+func (r *Reporter) sync(ctx context.Context, now time.Time) time.Time {
+	far := now.Add(time.Hour)
+	if r.node == nil {
+		return far
+	}
+	if !r.retryAt.IsZero() && now.Before(r.retryAt) {
+		return r.retryAt
+	}
+	st := r.o.Agent.Status()
+	err := r.syncNode(ctx, st, now)
+	due := far
+	if err == nil {
+		due, err = r.syncBlade(ctx, st, now)
+	}
+	if err != nil {
+		r.log.Warn("API server write failed; will retry", "err", err, "in", r.backoff)
+		r.scheduleRetry()
+		return r.retryAt
+	}
+	r.retryAt, r.backoff = time.Time{}, 0
+	return due
+}
+
+func (r *Reporter) syncNode(ctx context.Context, st agent.Status, now time.Time) error {
+	n := r.node
+	if want := desiredLabels(st); !labelsInSync(n, want) {
+		if err := applyLabels(ctx, r.c, n.Name, want); err != nil {
+			return fmt.Errorf("node labels: %w", err)
+		}
+		r.markNodeStale()
+	}
+	if !st.Info.IsBlade {
+		return nil
+	}
+	if !conditionInSync(n, st.Critical) {
+		if err := patchCondition(ctx, r.c, n.Name, st.Critical, now); err != nil {
+			return fmt.Errorf("node condition: %w", err)
+		}
+		r.markNodeStale()
+	}
+	if want := r.taint && st.Critical; hasTaint(n) != want {
+		if err := setTaint(ctx, r.c, n, want); err != nil {
+			return fmt.Errorf("node taint: %w", err)
+		}
+		r.markNodeStale()
+	}
+	return nil
+}
+
+// markNodeStale keeps the local copy from triggering the same write again
+// before the watch delivers the updated Node.
+func (r *Reporter) markNodeStale() {
+	n := r.node.DeepCopy()
+	st := r.o.Agent.Status()
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	for _, k := range factLabels {
+		delete(n.Labels, k)
+	}
+	for k, v := range desiredLabels(st) {
+		n.Labels[k] = v
+	}
+	status := corev1.ConditionFalse
+	if st.Critical {
+		status = corev1.ConditionTrue
+	}
+	if c := nodeCondition(n); c != nil {
+		c.Status = status
+	} else {
+		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: v1alpha1.NodeConditionThermalCritical, Status: status})
+	}
+	r.node = n
+}
+
+func (r *Reporter) syncBlade(ctx context.Context, st agent.Status, now time.Time) (time.Time, error) {
+	far := now.Add(time.Hour)
+	if !st.Info.IsBlade {
+		return far, nil
+	}
+	var prev []metav1.Condition
+	if r.lastBlade != nil {
+		prev = r.lastBlade.Conditions
+	}
+	next := bladeStatus(r.o.NodeName, st, r.applied, prev, now)
+	change := classify(r.lastBlade, next)
+	write := change == stateChange ||
+		(change == driftOnly && !now.Before(r.lastWrite.Add(r.o.MinInterval))) ||
+		!now.Before(r.lastWrite.Add(r.o.Heartbeat))
+	if write {
+		if err := r.writeBlade(ctx, next, now); err != nil {
+			return now, err
+		}
+		change = noChange
+	}
+	due := r.lastWrite.Add(r.o.Heartbeat)
+	if change == driftOnly {
+		due = r.lastWrite.Add(r.o.MinInterval)
+	}
+	return due, nil
+}
+
+func (r *Reporter) writeBlade(ctx context.Context, bs v1alpha1.BladeStatus, now time.Time) error {
+	if !r.created {
+		// The Blade is owned by its Node, so it is garbage-collected
+		// with it.
+		meta := map[string]any{
+			"apiVersion": v1alpha1.GroupVersion.String(),
+			"kind":       "Blade",
+			"metadata": map[string]any{
+				"name": r.o.NodeName,
+				"ownerReferences": []any{map[string]any{
+					"apiVersion": "v1", "kind": "Node", "name": r.node.Name, "uid": string(r.node.UID),
+				}},
+			},
+		}
+		body, err := json.Marshal(meta)
+		if err != nil {
+			return err
+		}
+		b := &v1alpha1.Blade{ObjectMeta: metav1.ObjectMeta{Name: r.o.NodeName}}
+		if err := r.c.Patch(ctx, b, client.RawPatch(types.ApplyPatchType, body), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+			return fmt.Errorf("creating Blade: %w", err)
+		}
+		r.created = true
+	}
+	t := metav1.NewTime(now)
+	bs.HeartbeatTime = &t
+	body, err := json.Marshal(map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(),
+		"kind":       "Blade",
+		"metadata":   map[string]any{"name": r.o.NodeName},
+		"status":     bs,
+	})
+	if err != nil {
+		return err
+	}
+	b := &v1alpha1.Blade{ObjectMeta: metav1.ObjectMeta{Name: r.o.NodeName}}
+	if err := r.c.Status().Patch(ctx, b, client.RawPatch(types.ApplyPatchType, body), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("Blade status: %w", err)
+	}
+	r.lastBlade = &bs
+	r.lastWrite = now
+	return nil
+}

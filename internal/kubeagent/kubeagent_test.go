@@ -1,0 +1,332 @@
+package kubeagent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubeblade/kubeblade/api/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/core"
+	"github.com/kubeblade/kubeblade/internal/hardware"
+	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
+)
+
+func TestAnnotationsDriveTheHardware(t *testing.T) {
+	b := startBlade(t, "ann-hw")
+	b.annotate(map[string]*string{v1alpha1.AnnotationIdentify: ptr("true")})
+	eventually(t, "identify from the annotation", func() (bool, string) {
+		st := b.agent.Status()
+		return st.Identify && st.LEDs[hardware.LEDEdge].Pattern == core.PatternBlink, fmt.Sprint(st.Identify)
+	})
+	b.annotate(map[string]*string{v1alpha1.AnnotationStealth: ptr("true"), v1alpha1.AnnotationFanSpeed: ptr("70")})
+	eventually(t, "stealth output and a 70 % fan on the hardware", func() (bool, string) {
+		s := b.blade.State()
+		return s.Stealth && s.FanPercent == 70, fmt.Sprintf("%+v", s)
+	})
+	b.annotate(map[string]*string{v1alpha1.AnnotationFanSpeed: ptr("auto"), v1alpha1.AnnotationStealth: nil, v1alpha1.AnnotationIdentify: ptr("false")})
+	eventually(t, "back to the curve, stealth from config, identify off", func() (bool, string) {
+		st := b.agent.Status()
+		return st.FanMode == core.FanModeAuto && !st.Stealth && !st.Identify && st.StealthOverride == nil, fmt.Sprintf("%+v", st.Status)
+	})
+	for _, r := range []string{"IdentifyStarted", "StealthEnabled", "IdentifyStopped"} {
+		b.waitEvent(r)
+	}
+}
+
+func TestInvalidAnnotationChangesNothingAndWarnsOncePerValue(t *testing.T) {
+	b := startBlade(t, "ann-bad")
+	b.annotate(map[string]*string{v1alpha1.AnnotationFanSpeed: ptr("55")})
+	eventually(t, "fan 55", func() (bool, string) { return b.blade.State().FanPercent == 55, "" })
+
+	b.annotate(map[string]*string{v1alpha1.AnnotationFanSpeed: ptr("fast")})
+	ev := b.waitEvent("InvalidAnnotation")
+	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Note, `kubeblade.io/fan-speed="fast"`) {
+		t.Fatalf("event = %s %q", ev.Type, ev.Note)
+	}
+	// Another annotation changes; the bad value stays: no second warning.
+	b.annotate(map[string]*string{v1alpha1.AnnotationStealth: ptr("true")})
+	eventually(t, "stealth applied", func() (bool, string) { return b.blade.State().Stealth, "" })
+	b.annotate(map[string]*string{v1alpha1.AnnotationIdentify: ptr("maybe")})
+	eventually(t, "a warning for the second bad value", func() (bool, string) {
+		n := 0
+		for _, e := range b.events("InvalidAnnotation") {
+			if strings.Contains(e.Note, "maybe") {
+				n++
+			}
+		}
+		return n == 1, fmt.Sprint(n)
+	})
+	for _, e := range b.events("InvalidAnnotation") {
+		if strings.Contains(e.Note, "fast") && e.Series != nil {
+			t.Fatalf("the same bad value was reported again: series %+v", e.Series)
+		}
+	}
+	if got := b.blade.State().FanPercent; got != 55 {
+		t.Fatalf("fan = %d after an invalid annotation, want 55 unchanged", got)
+	}
+	if st := b.agent.Status(); st.FanMode != core.FanModeManual || st.Identify {
+		t.Fatalf("state changed: %+v", st.Status)
+	}
+}
+
+func TestButtonPressBecomesAnEventOnTheNode(t *testing.T) {
+	b := startBlade(t, "button")
+	node := b.getNode()
+	b.waitEvent("AgentStarted")
+	b.blade.PressButton()
+	ev := b.waitEvent("ButtonPressed")
+	if ev.Regarding.UID != node.UID || ev.Regarding.Kind != "Node" || ev.Regarding.Name != "button" {
+		t.Errorf("regarding = %+v, want the Node with its UID %s", ev.Regarding, node.UID)
+	}
+	if ev.ReportingController != "kubeblade.io/agent" || ev.ReportingInstance != "button" {
+		t.Errorf("reporting = %q / %q", ev.ReportingController, ev.ReportingInstance)
+	}
+	if ev.Type != corev1.EventTypeNormal || ev.Action == "" || ev.Note == "" {
+		t.Errorf("event = %+v", ev)
+	}
+	b.waitEvent("IdentifyStarted")
+}
+
+func TestButtonConfirmationRemovesTheIdentifyAnnotation(t *testing.T) {
+	b := startBlade(t, "confirm")
+	b.annotate(map[string]*string{v1alpha1.AnnotationIdentify: ptr("true")})
+	eventually(t, "identify on", func() (bool, string) { return b.agent.Status().Identify, "" })
+	b.blade.PressButton()
+	eventually(t, "annotation removed", func() (bool, string) {
+		v, has := b.getNode().Annotations[v1alpha1.AnnotationIdentify]
+		return !has, v
+	})
+	if b.agent.Status().Identify {
+		t.Fatal("identify still on")
+	}
+}
+
+func TestOverheatConditionTaintEventsAndBack(t *testing.T) {
+	b := startBlade(t, "hot", withLocal(func(c *v1alpha1.AgentConfig) { c.TaintOnCritical = true }))
+	eventually(t, "first Blade status", func() (bool, string) {
+		bl, err := b.getBlade()
+		return err == nil && bl.Status.State == v1alpha1.BladeStateIdle, fmt.Sprint(err)
+	})
+	b.blade.SetTemperature(70)
+	eventually(t, "condition True and taint", func() (bool, string) {
+		n := b.getNode()
+		c := nodeCondition(n)
+		return c != nil && c.Status == corev1.ConditionTrue && hasTaint(n), fmt.Sprintf("%+v %v", c, n.Spec.Taints)
+	})
+	ev := b.waitEvent("CriticalTemperature")
+	if ev.Type != corev1.EventTypeWarning {
+		t.Errorf("CriticalTemperature type = %s", ev.Type)
+	}
+	eventually(t, "Blade critical", func() (bool, string) {
+		bl, _ := b.getBlade()
+		return bl.Status.Critical && bl.Status.State == v1alpha1.BladeStateCritical && bl.Status.Fan.Mode == "critical", bl.Status.State
+	})
+	b.blade.SetTemperature(35)
+	eventually(t, "condition False, taint gone", func() (bool, string) {
+		n := b.getNode()
+		c := nodeCondition(n)
+		return c != nil && c.Status == corev1.ConditionFalse && !hasTaint(n), fmt.Sprintf("%+v %v", c, n.Spec.Taints)
+	})
+	b.waitEvent("TemperatureNormal")
+}
+
+func TestTaintRemovedAfterRestart(t *testing.T) {
+	b := startBlade(t, "restart-taint", withLocal(func(c *v1alpha1.AgentConfig) { c.TaintOnCritical = true }))
+	b.blade.SetTemperature(70)
+	eventually(t, "taint", func() (bool, string) { return hasTaint(b.getNode()), "" })
+	b.stop() // dies while critical: the taint stays behind
+	if !hasTaint(b.getNode()) {
+		t.Fatal("taint gone before the restart; the test proves nothing")
+	}
+	startBlade(t, "restart-taint", withLocal(func(c *v1alpha1.AgentConfig) { c.TaintOnCritical = true }))
+	eventually(t, "taint removed by the restarted, cool agent", func() (bool, string) {
+		n := b.getNode()
+		c := nodeCondition(n)
+		return !hasTaint(n) && c != nil && c.Status == corev1.ConditionFalse, fmt.Sprint(n.Spec.Taints)
+	})
+}
+
+func TestLabelsAndStaleLabelCleanup(t *testing.T) {
+	b := startBlade(t, "labels")
+	want := map[string]string{"kubeblade.io/blade": "true", "kubeblade.io/soc": "simulated", "kubeblade.io/fan-unit": "standard", "kubeblade.io/power": "poe-802.3at"}
+	eventually(t, "fact labels", func() (bool, string) {
+		l := b.getNode().Labels
+		for k, v := range want {
+			if l[k] != v {
+				return false, fmt.Sprint(l)
+			}
+		}
+		return l["kubernetes.io/arch"] == "arm64", fmt.Sprint(l)
+	})
+	b.blade.SetPower(hardware.PowerPoEOrUSBC)
+	eventually(t, "power label follows", func() (bool, string) {
+		return b.getNode().Labels["kubeblade.io/power"] == "poe-or-usbc", ""
+	})
+	b.waitEvent("PowerSourceChanged")
+	b.stop()
+	// The next agent cannot read the PoE line: the label it no longer
+	// means must go, and nobody else's label may.
+	startBlade(t, "labels", func(so *simulated.Options, _ *v1alpha1.AgentConfig, _ *Options) {
+		so.Missing = []hardware.Capability{hardware.CapPoEDetect}
+	})
+	eventually(t, "stale power label removed", func() (bool, string) {
+		l := b.getNode().Labels
+		_, has := l["kubeblade.io/power"]
+		return !has && l["kubeblade.io/blade"] == "true" && l["kubernetes.io/arch"] == "arm64", fmt.Sprint(l)
+	})
+}
+
+func TestNotABladeIsLabelledAndIdles(t *testing.T) {
+	b := startBlade(t, "pi-or-amd64", func(so *simulated.Options, _ *v1alpha1.AgentConfig, _ *Options) { so.FanUnit = "not-a-blade" })
+	eventually(t, "kubeblade.io/blade=false", func() (bool, string) {
+		l := b.getNode().Labels
+		return l["kubeblade.io/blade"] == "false", fmt.Sprint(l)
+	})
+	if _, err := b.getBlade(); !apierrors.IsNotFound(err) {
+		t.Fatalf("a Blade object exists for a machine that is not a blade: %v", err)
+	}
+	if l := b.getNode().Labels; l["kubeblade.io/soc"] != "" {
+		t.Fatalf("labels %v", l)
+	}
+}
+
+func TestBladeObjectOwnedByNodeWithStatus(t *testing.T) {
+	b := startBlade(t, "blade-object")
+	var bl *v1alpha1.Blade
+	eventually(t, "Blade", func() (bool, string) {
+		var err error
+		bl, err = b.getBlade()
+		return err == nil && bl.Status.HeartbeatTime != nil, fmt.Sprint(err)
+	})
+	node := b.getNode()
+	if len(bl.OwnerReferences) != 1 || bl.OwnerReferences[0].UID != node.UID || bl.OwnerReferences[0].Kind != "Node" {
+		t.Fatalf("owner references = %+v", bl.OwnerReferences)
+	}
+	s := bl.Status
+	if s.NodeName != "blade-object" || s.SoC != "simulated" || s.HardwareBackend != "simulated" || s.AgentVersion != "test" ||
+		s.PowerSource != "poe-802.3at" || s.TemperatureCelsius == nil || s.Fan.Mode != "auto" || s.FanUnit != "standard" ||
+		!slices.Contains(s.Capabilities, "fan") || s.LEDs.Edge.Color != "#001000" || s.LEDs.Edge.Pattern != "steady" {
+		t.Fatalf("status = %+v", s)
+	}
+	for _, c := range []string{v1alpha1.BladeConditionAgentReady, v1alpha1.BladeConditionThermalCritical, v1alpha1.BladeConditionFanStalled, v1alpha1.BladeConditionHardwareDegraded} {
+		found := false
+		for _, cond := range s.Conditions {
+			found = found || cond.Type == c
+		}
+		if !found {
+			t.Errorf("condition %s missing", c)
+		}
+	}
+}
+
+func TestSteadyStateWritesNothing(t *testing.T) {
+	b := startBlade(t, "steady")
+	eventually(t, "initial sync", func() (bool, string) {
+		bl, err := b.getBlade()
+		return err == nil && bl.Status.HeartbeatTime != nil && b.getNode().Labels["kubeblade.io/blade"] == "true", ""
+	})
+	// Let the initial writes settle: this reporter's AgentStarted event
+	// must be out, then count.
+	eventually(t, "AgentStarted sent", func() (bool, string) {
+		s := b.rep.Stats()
+		return s.Events.Sent >= 1 && s.Events.Pending == 0, fmt.Sprintf("%+v", s)
+	})
+	sub := b.agent.Subscribe(256)
+	defer sub.Close()
+	before := b.rep.Stats().Writes
+	// 40 samples of a blade whose temperature drifts by fractions of a degree.
+	for n := 0; n < 40; {
+		if ev := <-sub.C(); ev.Reason == core.ReasonStatusChanged {
+			n++
+		}
+	}
+	if after := b.rep.Stats().Writes; after != before {
+		t.Fatalf("%d API writes during 40 steady samples, want 0", after-before)
+	}
+}
+
+func TestRestartRestoresAnnotatedState(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "restore", Annotations: map[string]string{
+		v1alpha1.AnnotationStealth: "true", v1alpha1.AnnotationFanSpeed: "30", v1alpha1.AnnotationIdentify: "true",
+	}}}
+	if err := k8s.Create(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	b := startBlade(t, "restore")
+	eventually(t, "restored", func() (bool, string) {
+		s, st := b.blade.State(), b.agent.Status()
+		return s.Stealth && s.FanPercent == 30 && st.Identify, fmt.Sprintf("%+v", s)
+	})
+}
+
+func TestBladeConfigAppliedLive(t *testing.T) {
+	ctx := context.Background()
+	bc := &v1alpha1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: "live"}}
+	bc.Spec.Agent.CriticalCelsius = 80
+	bc.Spec.Agent.LEDs.IdleColor = "#0000ff"
+	if err := k8s.Create(ctx, bc); err != nil {
+		t.Fatal(err)
+	}
+	b := startBlade(t, "live-config")
+	patch := client.RawPatch("application/merge-patch+json", mustJSON(map[string]any{"metadata": map[string]any{"labels": map[string]string{v1alpha1.LabelConfig: "live"}}}))
+	if err := k8s.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "live-config"}}, patch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "generation 1 applied", func() (bool, string) {
+		bl, err := b.getBlade()
+		if err != nil || bl.Status.Config == nil {
+			return false, fmt.Sprint(err)
+		}
+		return bl.Status.Config.Name == "live" && bl.Status.Config.Generation == 1 && b.agent.Status().Settings.CriticalCelsius == 80, fmt.Sprintf("%+v", bl.Status.Config)
+	})
+	if got := b.blade.LED(hardware.LEDEdge); got != (hardware.Color{B: 0xff}) {
+		t.Errorf("idle colour = %v, want the config's blue", got)
+	}
+	b.waitEvent("ConfigApplied")
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(bc), bc); err != nil {
+		t.Fatal(err)
+	}
+	bc.Spec.Agent.CriticalCelsius = 75
+	bc.Spec.Agent.FanCurve = []v1alpha1.FanCurveStep{{TemperatureCelsius: 20, Percent: 90}}
+	if err := k8s.Update(ctx, bc); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "generation 2 applied without a restart", func() (bool, string) {
+		bl, _ := b.getBlade()
+		return bl.Status.Config != nil && bl.Status.Config.Generation == 2 && b.blade.State().FanPercent == 90, fmt.Sprintf("%+v", bl.Status.Config)
+	})
+}
+
+func TestTwoAgentsNeverTouchEachOther(t *testing.T) {
+	a := startBlade(t, "pair-a")
+	b := startBlade(t, "pair-b")
+	a.annotate(map[string]*string{v1alpha1.AnnotationIdentify: ptr("true")})
+	eventually(t, "a identifies", func() (bool, string) { return a.agent.Status().Identify, "" })
+	b.blade.SetTemperature(70)
+	eventually(t, "b critical on b's node", func() (bool, string) {
+		c := nodeCondition(b.getNode())
+		return c != nil && c.Status == corev1.ConditionTrue, ""
+	})
+	if b.agent.Status().Identify {
+		t.Error("b identifies after a's annotation")
+	}
+	if c := nodeCondition(a.getNode()); c != nil && c.Status == corev1.ConditionTrue {
+		t.Error("a's node marked critical")
+	}
+	for _, e := range a.events("CriticalTemperature") {
+		t.Errorf("critical event on a's node: %s", e.Note)
+	}
+	bl, err := a.getBlade()
+	if err != nil || bl.Status.Critical || bl.Status.NodeName != "pair-a" {
+		t.Errorf("a's Blade: %+v %v", bl.Status, err)
+	}
+	_ = time.Second
+}

@@ -1,0 +1,205 @@
+package kubeagent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/kubeblade/kubeblade/api/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/agent"
+	"github.com/kubeblade/kubeblade/internal/config"
+	"github.com/kubeblade/kubeblade/internal/hardware"
+	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
+	"github.com/kubeblade/kubeblade/internal/testenv"
+)
+
+var (
+	env *testenv.Env
+	k8s client.Client
+)
+
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard())
+	os.Exit(testenv.Main(m, testenv.Options{CRDDirs: []string{"config/crd/bases"}, Restartable: true}, func(e *testenv.Env) {
+		env = e
+		s := runtime.NewScheme()
+		_ = clientgoscheme.AddToScheme(s)
+		_ = v1alpha1.AddToScheme(s)
+		var err error
+		if k8s, err = client.New(e.Config, client.Options{Scheme: s}); err != nil {
+			panic(err)
+		}
+	}))
+}
+
+// bladeUnderTest is one agent on a simulated blade, with its Kubernetes side,
+// reporting for its own Node.
+type bladeUnderTest struct {
+	t     *testing.T
+	node  string
+	blade *simulated.Blade
+	agent *agent.Agent
+	rep   *Reporter
+	stop  func()
+}
+
+type option func(*simulated.Options, *v1alpha1.AgentConfig, *Options)
+
+func withLocal(f func(*v1alpha1.AgentConfig)) option {
+	return func(_ *simulated.Options, c *v1alpha1.AgentConfig, _ *Options) { f(c) }
+}
+
+// startBlade creates the Node (unless it exists) and runs an agent for it.
+func startBlade(t *testing.T, node string, opts ...option) *bladeUnderTest {
+	t.Helper()
+	ctx := context.Background()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"kubernetes.io/arch": "arm64"}}}
+	if err := k8s.Create(ctx, n); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	so := simulated.Options{Load: 0.2}
+	local := config.Default()
+	ro := Options{Config: env.Config, NodeName: node, Heartbeat: time.Hour, MinInterval: time.Hour}
+	for _, o := range opts {
+		o(&so, &local, &ro)
+	}
+	settings, err := config.Settings(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bladeUnderTest{t: t, node: node, blade: simulated.New(so)}
+	var backend hardware.Backend = b.blade
+	if so.FanUnit == "not-a-blade" {
+		backend = notABlade{b.blade}
+	}
+	b.agent, err = agent.New(agent.Options{Backend: backend, Settings: settings, SampleInterval: 50 * time.Millisecond, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro.Agent, ro.Local = b.agent, local
+	if b.rep, err = New(ro); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	agentDone, repDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(agentDone); _ = b.agent.Run(ctx) }()
+	go func() { defer close(repDone); _ = b.rep.Run(ctx) }()
+	stopped := false
+	b.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		<-agentDone
+		<-repDone
+	}
+	t.Cleanup(b.stop)
+	return b
+}
+
+type notABlade struct{ *simulated.Blade }
+
+func (n notABlade) Info() hardware.Info {
+	i := n.Blade.Info()
+	i.IsBlade, i.SoC = false, ""
+	return i
+}
+
+// eventually polls cond until it holds or the deadline passes. The API
+// server is another process, so there is no channel to wait on; the poll
+// only waits, it never decides the outcome by timing.
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		last = detail
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s; last seen: %s", what, last)
+}
+
+func (b *bladeUnderTest) getNode() *corev1.Node {
+	n := &corev1.Node{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Name: b.node}, n); err != nil {
+		b.t.Fatal(err)
+	}
+	return n
+}
+
+func (b *bladeUnderTest) annotate(kv map[string]*string) {
+	b.t.Helper()
+	ann := map[string]any{}
+	for k, v := range kv {
+		if v == nil {
+			ann[k] = nil
+		} else {
+			ann[k] = *v
+		}
+	}
+	patch := client.RawPatch("application/merge-patch+json", mustJSON(map[string]any{"metadata": map[string]any{"annotations": ann}}))
+	if err := k8s.Patch(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: b.node}}, patch); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+func (b *bladeUnderTest) getBlade() (*v1alpha1.Blade, error) {
+	bl := &v1alpha1.Blade{}
+	return bl, k8s.Get(context.Background(), client.ObjectKey{Name: b.node}, bl)
+}
+
+// events lists the Events about this blade's Node with the given reason.
+func (b *bladeUnderTest) events(reason string) []eventsv1.Event {
+	b.t.Helper()
+	l := &eventsv1.EventList{}
+	if err := k8s.List(context.Background(), l, client.InNamespace("default")); err != nil {
+		b.t.Fatal(err)
+	}
+	var out []eventsv1.Event
+	for _, e := range l.Items {
+		if e.Regarding.Name == b.node && e.Regarding.Kind == "Node" && e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (b *bladeUnderTest) waitEvent(reason string) eventsv1.Event {
+	b.t.Helper()
+	var got []eventsv1.Event
+	eventually(b.t, "Event "+reason, func() (bool, string) {
+		got = b.events(reason)
+		return len(got) > 0, fmt.Sprint(len(got))
+	})
+	return got[0]
+}
+
+func ptr(s string) *string { return &s }
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func clientKey(name string) client.ObjectKey { return client.ObjectKey{Name: name} }
