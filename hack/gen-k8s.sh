@@ -15,3 +15,6 @@ cd "$root"
 "$cg" object paths=./api/v1alpha1/...
 rm -rf config/crd/bases
 "$cg" crd:maxDescLen=400 paths=./api/v1alpha1/... output:crd:artifacts:config=config/crd/bases
+# The operator's ClusterRole and namespaced Roles from the +kubebuilder:rbac
+# markers of its controllers.
+"$cg" rbac:roleName=kubeblade-operator paths=./internal/operator/... output:rbac:artifacts:config=config/rbac/operator

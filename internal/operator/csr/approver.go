@@ -1,0 +1,147 @@
+package csr
+
+import (
+	"context"
+
+	certv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/kubeblade/kubeblade/internal/operator/opmetrics"
+)
+
+// ApproverName names the approver controller.
+const ApproverName = "csr-approver"
+
+// Condition reasons the operator writes on CSRs.
+const (
+	ReasonAutoApproved = "KubebladeAgentOwnNode"
+	ReasonDenied       = "KubebladePolicy"
+	ReasonSignFailed   = "KubebladeSignFailed"
+	ReasonSigned       = "Signed"
+)
+
+// +kubebuilder:rbac:groups=certificates.k8s.io,resources=certificatesigningrequests,verbs=get;list;watch
+// +kubebuilder:rbac:groups=certificates.k8s.io,resources=certificatesigningrequests/approval,verbs=update
+// +kubebuilder:rbac:groups=certificates.k8s.io,resources=signers,resourceNames=kubeblade.io/agent-serving,verbs=approve
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get
+
+// Approver approves agent serving requests for the requester's own Node
+// and denies the ones that ask for anything else.
+type Approver struct {
+	Client client.Client
+	// APIReader reads Nodes directly (their addresses); the operator
+	// caches only Node metadata.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Clock     clock.PassiveClock
+	// AgentUser is the agent ServiceAccount's user name,
+	// system:serviceaccount:<namespace>:<name>.
+	AgentUser string
+}
+
+func signerIs(names ...string) predicate.Funcs {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool {
+		c, ok := o.(*certv1.CertificateSigningRequest)
+		if !ok {
+			return false
+		}
+		for _, n := range names {
+			if c.Spec.SignerName == n {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// SetupWithManager registers the controller.
+func (a *Approver) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ApproverName).
+		For(&certv1.CertificateSigningRequest{}, builder.WithPredicates(signerIs(SignerAgentServing))).
+		Complete(a)
+}
+
+// Reconcile approves or denies one request.
+func (a *Approver) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+	c := &certv1.CertificateSigningRequest{}
+	if err := a.Client.Get(ctx, req.NamespacedName, c); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if c.Spec.SignerName != SignerAgentServing || Approved(c) || Finished(c) {
+		return ctrl.Result{}, nil
+	}
+	verr := a.check(ctx, c)
+	cond := certv1.CertificateSigningRequestCondition{
+		Type: certv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: ReasonAutoApproved,
+		Message:        "kubeblade-operator approved the agent's serving certificate for its own node",
+		LastUpdateTime: metav1.NewTime(a.Clock.Now()),
+	}
+	if verr != nil {
+		if apierrors.IsNotFound(verr) || isTransient(verr) {
+			return ctrl.Result{}, verr
+		}
+		cond.Type, cond.Reason, cond.Message = certv1.CertificateDenied, ReasonDenied, verr.Error()
+	}
+	c.Status.Conditions = append(c.Status.Conditions, cond)
+	if err := a.Client.SubResource("approval").Update(ctx, c); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if verr != nil {
+		opmetrics.CertificatesDenied.WithLabelValues(c.Spec.SignerName).Inc()
+		log.Info("denied an agent certificate request", "csr", c.Name, "reason", verr.Error())
+		a.event(c, corev1.EventTypeWarning, ReasonDenied, "Denied: %v", verr)
+		return ctrl.Result{}, nil
+	}
+	log.Info("approved an agent certificate request", "csr", c.Name)
+	a.event(c, corev1.EventTypeNormal, ReasonAutoApproved, "Approved for node %s", c.Spec.Extra[NodeNameExtra][0])
+	return ctrl.Result{}, nil
+}
+
+// transientError marks failures worth a retry, not a denial.
+type transientError struct{ error }
+
+func (e transientError) Unwrap() error { return e.error }
+
+func isTransient(err error) bool {
+	_, ok := err.(transientError)
+	return ok
+}
+
+// check validates c against the requester's Node (its addresses).
+func (a *Approver) check(ctx context.Context, c *certv1.CertificateSigningRequest) error {
+	x, err := ParseRequest(c)
+	if err != nil {
+		return err
+	}
+	name, err := RequesterNode(c, a.AgentUser)
+	if err != nil {
+		return err
+	}
+	node := &corev1.Node{}
+	if err := a.APIReader.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			node = nil
+		} else {
+			return transientError{err}
+		}
+	}
+	_, err = ValidateAgentServing(c, x, a.AgentUser, node)
+	return err
+}
+
+func (a *Approver) event(c *certv1.CertificateSigningRequest, typ, reason, msg string, args ...any) {
+	if a.Recorder != nil {
+		a.Recorder.Eventf(c, nil, typ, reason, "Approve", msg, args...)
+	}
+}

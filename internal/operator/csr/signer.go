@@ -1,0 +1,148 @@
+package csr
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	certv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/kubeblade/kubeblade/internal/operator/ca"
+	"github.com/kubeblade/kubeblade/internal/operator/opmetrics"
+	"github.com/kubeblade/kubeblade/internal/pki"
+)
+
+const (
+	// SignerControllerName names the signer controller.
+	SignerControllerName = "csr-signer"
+	// DefaultLifetime of signed certificates; a request may ask for less
+	// with spec.expirationSeconds. Agents renew after two thirds.
+	DefaultLifetime = 90 * 24 * time.Hour
+)
+
+// +kubebuilder:rbac:groups=certificates.k8s.io,resources=certificatesigningrequests,verbs=get;list;watch
+// +kubebuilder:rbac:groups=certificates.k8s.io,resources=certificatesigningrequests/status,verbs=update;patch
+// +kubebuilder:rbac:groups=certificates.k8s.io,resources=signers,resourceNames=kubeblade.io/agent-serving;kubeblade.io/client,verbs=sign
+// +kubebuilder:rbac:groups="",namespace=kubeblade-system,resources=secrets,verbs=get;list;watch
+
+// Signer signs approved requests for kubeblade's signer names. It checks
+// agent serving requests again itself, so a mistaken manual approval cannot
+// give an agent a certificate for another Node.
+type Signer struct {
+	Client    client.Client
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Clock     clock.PassiveClock
+	AgentUser string
+	// CASecret is where package ca keeps the CA.
+	CASecret types.NamespacedName
+	// Lifetime defaults to DefaultLifetime.
+	Lifetime time.Duration
+}
+
+// SetupWithManager registers the controller.
+func (s *Signer) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(SignerControllerName).
+		For(&certv1.CertificateSigningRequest{}, builder.WithPredicates(signerIs(SignerAgentServing, SignerClient))).
+		Complete(s)
+}
+
+// Reconcile signs one approved request.
+func (s *Signer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+	c := &certv1.CertificateSigningRequest{}
+	if err := s.Client.Get(ctx, req.NamespacedName, c); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !Approved(c) || Finished(c) {
+		return ctrl.Result{}, nil
+	}
+	usage, verr := s.check(ctx, c)
+	if isTransient(verr) {
+		return ctrl.Result{}, verr
+	}
+	if verr != nil {
+		return ctrl.Result{}, s.fail(ctx, c, verr)
+	}
+	x, _ := ParseRequest(c) // checked above
+	authority, err := ca.Load(ctx, s.Client, s.CASecret)
+	if err != nil {
+		// The CA controller creates it; retry with backoff.
+		return ctrl.Result{}, fmt.Errorf("loading the CA: %w", err)
+	}
+	lifetime := s.Lifetime
+	if lifetime <= 0 {
+		lifetime = DefaultLifetime
+	}
+	if c.Spec.ExpirationSeconds != nil {
+		lifetime = min(lifetime, time.Duration(*c.Spec.ExpirationSeconds)*time.Second)
+	}
+	leaf, err := Sign(authority.CA, x, usage, s.Clock.Now(), lifetime)
+	if err != nil {
+		return ctrl.Result{}, s.fail(ctx, c, err)
+	}
+	// The issued certificate comes first, then the trust bundle: the
+	// requester learns which CAs to trust from the API server it already
+	// trusts, so no ConfigMap has to carry them.
+	c.Status.Certificate = append(leaf, authority.BundlePEM...)
+	if err := s.Client.Status().Update(ctx, c); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	opmetrics.CertificatesSigned.WithLabelValues(c.Spec.SignerName).Inc()
+	log.Info("signed a certificate", "csr", c.Name, "signer", c.Spec.SignerName)
+	if s.Recorder != nil {
+		s.Recorder.Eventf(c, nil, corev1.EventTypeNormal, ReasonSigned, "Sign", "Signed by %s", c.Spec.SignerName)
+	}
+	return ctrl.Result{}, nil
+}
+
+func (s *Signer) check(ctx context.Context, c *certv1.CertificateSigningRequest) (pki.Usage, error) {
+	x, err := ParseRequest(c)
+	if err != nil {
+		return 0, err
+	}
+	switch c.Spec.SignerName {
+	case SignerAgentServing:
+		name, err := RequesterNode(c, s.AgentUser)
+		if err != nil {
+			return 0, err
+		}
+		node := &corev1.Node{}
+		if err := s.APIReader.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return 0, transientError{err}
+			}
+			node = nil
+		}
+		_, err = ValidateAgentServing(c, x, s.AgentUser, node)
+		return pki.UsageServer, err
+	default:
+		return pki.UsageClient, ValidateClient(c, x)
+	}
+}
+
+func (s *Signer) fail(ctx context.Context, c *certv1.CertificateSigningRequest, cause error) error {
+	c.Status.Conditions = append(c.Status.Conditions, certv1.CertificateSigningRequestCondition{
+		Type: certv1.CertificateFailed, Status: corev1.ConditionTrue, Reason: ReasonSignFailed,
+		Message: cause.Error(), LastUpdateTime: metav1.NewTime(s.Clock.Now()),
+	})
+	if err := s.Client.Status().Update(ctx, c); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	opmetrics.CertificatesDenied.WithLabelValues(c.Spec.SignerName).Inc()
+	if s.Recorder != nil {
+		s.Recorder.Eventf(c, nil, corev1.EventTypeWarning, ReasonSignFailed, "Sign", "Not signed: %v", cause)
+	}
+	return nil
+}

@@ -1,0 +1,167 @@
+// Package operator wires kubeblade-operator's controllers into a
+// controller-runtime manager: assignment, DaemonSets, status, finalizer,
+// CA rotation and the CSR approver and signer. cmd/kubeblade-operator
+// turns flags into Options; tests and the benchmark call the same Setup.
+package operator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/operator/assignment"
+	"github.com/kubeblade/kubeblade/internal/operator/ca"
+	"github.com/kubeblade/kubeblade/internal/operator/cleanup"
+	"github.com/kubeblade/kubeblade/internal/operator/csr"
+	"github.com/kubeblade/kubeblade/internal/operator/daemonset"
+	"github.com/kubeblade/kubeblade/internal/operator/status"
+)
+
+// Name is the operator's name: its event reporter and leader-election ID.
+const Name = "kubeblade-operator"
+
+// LeaderElectionID names the Lease the replicas compete for.
+const LeaderElectionID = "kubeblade-operator.kubeblade.io"
+
+// Options configure the controllers.
+type Options struct {
+	// Namespace the operator, its DaemonSets and its CA Secret live in.
+	Namespace string
+	// DaemonSet defaults; its Namespace is set from Namespace.
+	DaemonSet daemonset.Defaults
+	// AgentServiceAccount is the agents' ServiceAccount name in Namespace.
+	AgentServiceAccount string
+	// CASecretName holds the CA (ca.DefaultSecretName if empty).
+	CASecretName string
+	// CALifetime and CertificateLifetime: see package ca and csr.
+	CALifetime          time.Duration
+	CertificateLifetime time.Duration
+	// Clock defaults to the real clock.
+	Clock clock.Clock
+}
+
+// DefaultOptions are the operator's defaults.
+func DefaultOptions() Options {
+	return Options{
+		Namespace:           "kubeblade-system",
+		DaemonSet:           daemonset.DefaultDefaults(),
+		AgentServiceAccount: "kubeblade-agent",
+		CASecretName:        ca.DefaultSecretName,
+		CertificateLifetime: csr.DefaultLifetime,
+	}
+}
+
+// AgentUser is the user name the agents' tokens authenticate as.
+func (o Options) AgentUser() string {
+	return "system:serviceaccount:" + o.Namespace + ":" + o.AgentServiceAccount
+}
+
+// Scheme holds the built-in types and kubeblade's.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := kbv1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// ManagerOptions completes base with what the controllers need: the
+// scheme and a cache that holds DaemonSets of one namespace and only the
+// CA Secret, which is also all the operator's Roles allow.
+func ManagerOptions(o Options, base ctrl.Options) ctrl.Options {
+	base.Scheme = Scheme()
+	secret := o.CASecretName
+	if secret == "" {
+		secret = ca.DefaultSecretName
+	}
+	if base.Cache.ByObject == nil {
+		base.Cache.ByObject = map[client.Object]cache.ByObject{}
+	}
+	base.Cache.ByObject[&appsv1.DaemonSet{}] = cache.ByObject{
+		Namespaces: map[string]cache.Config{o.Namespace: {}},
+	}
+	base.Cache.ByObject[&corev1.Secret{}] = cache.ByObject{
+		Namespaces: map[string]cache.Config{o.Namespace: {}},
+		Field:      fields.OneTermEqualSelector("metadata.name", secret),
+	}
+	if base.LeaderElectionID == "" {
+		base.LeaderElectionID = LeaderElectionID
+	}
+	if base.LeaderElectionNamespace == "" {
+		base.LeaderElectionNamespace = o.Namespace
+	}
+	return base
+}
+
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=kubeblade-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// Setup registers every controller with mgr.
+func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	o.DaemonSet.Namespace = o.Namespace
+	if o.CASecretName == "" {
+		o.CASecretName = ca.DefaultSecretName
+	}
+	rec := mgr.GetEventRecorder(Name)
+	c := mgr.GetClient()
+	caKey := types.NamespacedName{Namespace: o.Namespace, Name: o.CASecretName}
+	wrap := func(name string, err error) error {
+		if err != nil {
+			return fmt.Errorf("setting up %s: %w", name, err)
+		}
+		return nil
+	}
+	if err := wrap(assignment.ControllerName, (&assignment.Reconciler{
+		Client: c, Recorder: rec, Clock: o.Clock,
+	}).SetupWithManager(mgr)); err != nil {
+		return err
+	}
+	if err := wrap(daemonset.ControllerName, (&daemonset.Reconciler{
+		Client: c, Recorder: rec, Defaults: o.DaemonSet,
+	}).SetupWithManager(mgr)); err != nil {
+		return err
+	}
+	if err := wrap(status.ControllerName, (&status.Reconciler{
+		Client: c, Recorder: rec, Clock: o.Clock, Namespace: o.Namespace,
+	}).SetupWithManager(ctx, mgr)); err != nil {
+		return err
+	}
+	if err := wrap(cleanup.ControllerName, (&cleanup.Reconciler{
+		Client: c, Recorder: rec, Namespace: o.Namespace,
+	}).SetupWithManager(mgr)); err != nil {
+		return err
+	}
+	if err := wrap(ca.ControllerName, (&ca.Reconciler{
+		Client: c, Recorder: rec, Clock: o.Clock, Namespace: o.Namespace,
+		SecretName: o.CASecretName, Lifetime: o.CALifetime,
+	}).SetupWithManager(mgr)); err != nil {
+		return err
+	}
+	if err := wrap(csr.ApproverName, (&csr.Approver{
+		Client: c, APIReader: mgr.GetAPIReader(), Recorder: rec, Clock: o.Clock, AgentUser: o.AgentUser(),
+	}).SetupWithManager(mgr)); err != nil {
+		return err
+	}
+	return wrap(csr.SignerControllerName, (&csr.Signer{
+		Client: c, APIReader: mgr.GetAPIReader(), Recorder: rec, Clock: o.Clock, AgentUser: o.AgentUser(),
+		CASecret: caKey, Lifetime: o.CertificateLifetime,
+	}).SetupWithManager(mgr))
+}
