@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -78,7 +80,12 @@ type Reconciler struct {
 	Recorder  events.EventRecorder
 	Clock     clock.PassiveClock
 	Namespace string
+	// NodeDelay batches Node events (DefaultNodeDelay if zero).
+	NodeDelay time.Duration
 }
+
+// DefaultNodeDelay is how long Node label changes are batched.
+const DefaultNodeDelay = 500 * time.Millisecond
 
 // SetupWithManager registers the controller and the Blade index it uses.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
@@ -91,7 +98,10 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}); err != nil {
 		return err
 	}
-	allConfigs := handler.EnqueueRequestsFromMapFunc(r.allConfigs)
+	// Node label changes come in bursts while the assignment relabels
+	// many Nodes; each config is recomputed at most once per NodeDelay
+	// during a burst instead of once per event.
+	allConfigs := delayedAll{r: r, delay: r.nodeDelay()}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&kbv1.BladeConfig{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -102,6 +112,32 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Watches(&kbv1.Blade{}, handler.EnqueueRequestsFromMapFunc(bladeConfigOf), builder.WithPredicates(appliedChanged())).
 		Complete(r)
 }
+
+func (r *Reconciler) nodeDelay() time.Duration {
+	if r.NodeDelay > 0 {
+		return r.NodeDelay
+	}
+	return DefaultNodeDelay
+}
+
+// delayedAll enqueues every BladeConfig after a delay.
+type delayedAll struct {
+	r     *Reconciler
+	delay time.Duration
+}
+
+type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
+
+func (h delayedAll) add(ctx context.Context, q queue) {
+	for _, req := range h.r.allConfigs(ctx, nil) {
+		q.AddAfter(req, h.delay)
+	}
+}
+
+func (h delayedAll) Create(ctx context.Context, _ event.CreateEvent, q queue)   { h.add(ctx, q) }
+func (h delayedAll) Update(ctx context.Context, _ event.UpdateEvent, q queue)   { h.add(ctx, q) }
+func (h delayedAll) Delete(ctx context.Context, _ event.DeleteEvent, q queue)   { h.add(ctx, q) }
+func (h delayedAll) Generic(ctx context.Context, _ event.GenericEvent, q queue) { h.add(ctx, q) }
 
 func (r *Reconciler) allConfigs(ctx context.Context, _ client.Object) []reconcile.Request {
 	var l kbv1.BladeConfigList

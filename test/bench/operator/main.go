@@ -1,0 +1,275 @@
+// Command operator measures kubeblade-operator against a local API server
+// (envtest): 1 000 Nodes and 3 overlapping BladeConfigs, the time until
+// every Node carries the right kubeblade.io/config label and every config's
+// status accounts for its Nodes, the requests the operator issued, and its
+// writes per minute once everything settled (target: none).
+//
+//	go run ./test/bench/operator [-nodes 1000] [-steady 60s]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/operator"
+	"github.com/kubeblade/kubeblade/internal/operator/assign"
+	"github.com/kubeblade/kubeblade/internal/testenv"
+)
+
+// counter counts the operator's requests by verb and resource.
+type counter struct {
+	mu     sync.Mutex
+	counts map[string]int
+	writes atomic.Int64
+}
+
+func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if r.Method != http.MethodGet {
+			c.writes.Add(1)
+			c.mu.Lock()
+			c.counts[r.Method+" "+resource(r.URL.Path)]++
+			c.mu.Unlock()
+		}
+		return rt.RoundTrip(r)
+	})
+}
+
+func (c *counter) reset() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.counts
+	c.counts = map[string]int{}
+	c.writes.Store(0)
+	return out
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// resource reduces a request path to its resource (and subresource).
+func resource(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	// /api/v1/[namespaces/ns/]res[/name[/sub]] or /apis/g/v/...
+	i := 2
+	if len(parts) > 0 && parts[0] == "apis" {
+		i = 3
+	}
+	if len(parts) > i+1 && parts[i] == "namespaces" && len(parts) > i+2 {
+		i += 2
+	}
+	if len(parts) <= i {
+		return path
+	}
+	res := parts[i]
+	if len(parts) > i+2 {
+		res += "/" + parts[i+2]
+	}
+	return res
+}
+
+func main() {
+	nodes := flag.Int("nodes", 1000, "Nodes to create")
+	steady := flag.Duration("steady", 60*time.Second, "how long to count writes once settled")
+	qps := flag.Float64("qps", 200, "operator client QPS (the operator's default)")
+	burst := flag.Int("burst", 400, "operator client burst (the operator's default)")
+	flag.Parse()
+	if err := run(*nodes, *steady, float32(*qps), *burst); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(nNodes int, steady time.Duration, qps float32, burst int) error {
+	ctrl.SetLogger(logr.Discard())
+	env, err := testenv.Start(testenv.Options{CRDDirs: []string{"config/crd/bases"}})
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	adminCfg := rest.CopyConfig(env.Config)
+	adminCfg.QPS, adminCfg.Burst = 1000, 2000
+	admin, err := client.New(adminCfg, client.Options{Scheme: operator.Scheme()})
+	if err != nil {
+		return err
+	}
+	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kubeblade-system"}}); err != nil {
+		return err
+	}
+
+	// Fixture: every node arm64; a third in zone a; a fifth gold.
+	var in []assign.Node
+	objs := make(chan *corev1.Node)
+	var wg sync.WaitGroup
+	var createErr atomic.Value
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range objs {
+				if err := admin.Create(ctx, n); err != nil {
+					createErr.Store(err)
+				}
+			}
+		}()
+	}
+	start := time.Now()
+	for i := range nNodes {
+		l := map[string]string{"kubernetes.io/arch": "arm64"}
+		if i%3 == 0 {
+			l["zone"] = "a"
+		}
+		if i%5 == 0 {
+			l["tier"] = "gold"
+		}
+		name := fmt.Sprintf("blade-%04d", i)
+		in = append(in, assign.Node{Name: name, Labels: l})
+		objs <- &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}}
+	}
+	close(objs)
+	wg.Wait()
+	if e := createErr.Load(); e != nil {
+		return e.(error)
+	}
+	fmt.Printf("fixture: %d nodes created in %s\n", nNodes, time.Since(start).Round(time.Millisecond))
+
+	configs := []*kbv1.BladeConfig{
+		{ObjectMeta: metav1.ObjectMeta{Name: "bench-all"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "bench-zone-a"}, Spec: kbv1.BladeConfigSpec{Priority: 5,
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"zone": "a"}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "bench-gold"}, Spec: kbv1.BladeConfigSpec{Priority: 10,
+			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}}}},
+	}
+	var compiled []assign.Config
+	for _, bc := range configs {
+		if err := admin.Create(ctx, bc); err != nil {
+			return err
+		}
+		c, _ := assign.FromBladeConfig(bc)
+		compiled = append(compiled, c)
+	}
+	want := assign.Compute(compiled, in)
+
+	opCfg := rest.CopyConfig(env.Config)
+	opCfg.QPS, opCfg.Burst = qps, burst
+	cnt := &counter{counts: map[string]int{}}
+	opCfg.WrapTransport = cnt.wrap
+	o := operator.DefaultOptions()
+	o.DaemonSet.Image = "ghcr.io/kubeblade/kubeblade:bench"
+	mgr, err := ctrl.NewManager(opCfg, operator.ManagerOptions(o, ctrl.Options{
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		LeaderElection:         true,
+	}))
+	if err != nil {
+		return err
+	}
+	if err := operator.Setup(ctx, mgr, o); err != nil {
+		return err
+	}
+	start = time.Now()
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+			os.Exit(1)
+		}
+	}()
+
+	var assigned, accounted time.Duration
+	deadline := time.Now().Add(2 * time.Minute)
+	for assigned == 0 || accounted == 0 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not settled after 2 minutes")
+		}
+		time.Sleep(100 * time.Millisecond) // poll interval
+		if assigned == 0 {
+			var nl corev1.NodeList
+			if err := admin.List(ctx, &nl); err != nil {
+				return err
+			}
+			ok := 0
+			for _, n := range nl.Items {
+				if n.Labels[kbv1.LabelConfig] == want.Winner[n.Name] {
+					ok++
+				}
+			}
+			if ok == nNodes {
+				assigned = time.Since(start)
+			}
+		}
+		if assigned != 0 && accounted == 0 {
+			var bl kbv1.BladeConfigList
+			if err := admin.List(ctx, &bl); err != nil {
+				return err
+			}
+			ok := 0
+			for _, bc := range bl.Items {
+				if bc.Status.ObservedGeneration == bc.Generation && int(bc.Status.MatchedNodes) == want.Matched[bc.Name] &&
+					len(bc.Status.Conditions) == 4 {
+					ok++
+				}
+			}
+			if ok == len(configs) {
+				accounted = time.Since(start)
+			}
+		}
+	}
+	settle := cnt.reset()
+	fmt.Printf("all %d nodes assigned after %s; all %d BladeConfig statuses account for them after %s\n",
+		nNodes, assigned.Round(time.Millisecond), len(configs), accounted.Round(time.Millisecond))
+	for name, n := range want.Matched {
+		fmt.Printf("  %-14s %4d nodes, %d conflicting\n", name, n, len(want.Conflicts[name]))
+	}
+	printCounts("writes until settled", settle)
+
+	fmt.Printf("counting writes for %s at steady state...\n", steady)
+	time.Sleep(steady) // the measurement window itself
+	st := cnt.reset()
+	total, lease := 0, 0
+	for k, v := range st {
+		total += v
+		if strings.Contains(k, "leases") {
+			lease += v
+		}
+	}
+	printCounts("writes at steady state", st)
+	perMin := func(n int) float64 { return float64(n) / steady.Minutes() }
+	fmt.Printf("steady state: %.1f writes/min excluding leader-election lease renewals (%.1f/min including them)\n",
+		perMin(total-lease), perMin(total))
+	return nil
+}
+
+func printCounts(title string, m map[string]int) {
+	keys := make([]string, 0, len(m))
+	total := 0
+	for k, v := range m {
+		keys = append(keys, k)
+		total += v
+	}
+	sort.Strings(keys)
+	fmt.Printf("%s: %d\n", title, total)
+	for _, k := range keys {
+		fmt.Printf("  %-45s %5d\n", k, m[k])
+	}
+}
