@@ -20,7 +20,8 @@ unix:///run/kubeblade/agent.sock.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newConfigListCmd(o), newConfigAddCmd(o), newConfigUseCmd(o), newConfigRemoveCmd(o), newConfigImportCmd(o))
+	cmd.AddCommand(newConfigListCmd(o), newConfigAddCmd(o), newConfigUseCmd(o), newConfigRemoveCmd(o), newConfigImportCmd(o),
+		newConfigRequestCertificateCmd(o))
 	return cmd
 }
 
