@@ -154,7 +154,7 @@ func TestControlCommands(t *testing.T) {
 		{args: []string{"status", "-o", "xml"}, code: ExitUsage, stderr: `error: --output "xml": want one of table, json, yaml`},
 		{args: []string{"status", "--blade", "nope"}, code: ExitUsage, stderr: `error: no blade named "nope"`},
 		{args: []string{"status", "--blade", "blade1", "--all"}, code: ExitUsage, stderr: "error: use either --blade or --all"},
-		{args: []string{"status", "--node", "blade1"}, code: ExitFailed, stderr: "error: the Kubernetes mode (--node, kubectl blade NODE) is not available"},
+		{args: []string{"status", "--node", "blade1"}, code: ExitFailed, stderr: "error: no Kubernetes configuration: use --kubeconfig"},
 		{args: []string{"version", "--client", "-o", "json"}, stdout: "{\n  \"client\": {\n"},
 	}
 	for _, tc := range cases {
@@ -385,8 +385,10 @@ func TestKubectlPlugin(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "kubectl blade [command]") {
 		t.Fatalf("help as kubectl-blade: %+v", r)
 	}
+	// Without --blade the plugin works through the Kubernetes API (see
+	// kube_test.go), on nodes it must be told.
 	r = f.runCtx(t, context.Background(), "kubectl-blade", "status")
-	if r.code != ExitFailed || !strings.Contains(r.stderr, "Kubernetes mode") {
+	if r.code != ExitUsage || !strings.Contains(r.stderr, "which nodes?") {
 		t.Fatalf("kubectl blade status: %+v", r)
 	}
 	// Named blades still work over gRPC.

@@ -14,8 +14,8 @@ import (
 )
 
 // bladeClient is what the commands need from one blade. The gRPC client
-// talks to the blade's agent; the Kubernetes mode (--node, `kubectl blade`)
-// will provide another that writes Node annotations and reads Blade objects.
+// talks to the blade's agent; the Kubernetes mode's nodeClient (--node,
+// `kubectl blade`) writes Node annotations and reads Blade objects.
 type bladeClient interface {
 	Status(ctx context.Context) (*agentv1.Status, error)
 	Watch(ctx context.Context, each func(*agentv1.WatchStatusResponse) error) error
@@ -32,15 +32,6 @@ type bladeClient interface {
 type connector interface {
 	Connect(name string) (bladeClient, error)
 }
-
-// errKubernetesMode is returned by the Kubernetes mode until it exists.
-var errKubernetesMode = errors.New("the Kubernetes mode (--node, kubectl blade NODE) is not available in this version yet; " +
-	"talk to the agent directly with --blade (see `bladectl config list`)")
-
-// nodeConnector is the seam for the Kubernetes mode.
-type nodeConnector struct{}
-
-func (nodeConnector) Connect(string) (bladeClient, error) { return nil, errKubernetesMode }
 
 // grpcConnector reaches agents listed in a bladectl config file.
 type grpcConnector struct {

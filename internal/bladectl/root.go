@@ -1,6 +1,7 @@
 // Package bladectl is the bladectl command line: status, control and live
 // monitoring of one or many blades over the agent's gRPC API, with a
-// kubeconfig-style file of named blades. cmd/bladectl only calls Main.
+// kubeconfig-style file of named blades, or through the Kubernetes API
+// (Node annotations and Blade objects). cmd/bladectl only calls Main.
 package bladectl
 
 import (
@@ -50,7 +51,7 @@ type options struct {
 	all        bool
 	output     string
 	timeout    time.Duration
-	node       string
+	kube       kubeOptions
 	// timeoutSet is true when --timeout was given: open-ended commands
 	// (monitor, identify --wait) then end after it too.
 	timeoutSet bool
@@ -124,12 +125,16 @@ agent's unix socket (the default, no setup needed), or to other blades over
 mutual TLS with the blades named in ~/.config/kubeblade/bladectl.yaml
 ($BLADECTL_CONFIG). An agent with remote access enabled writes a ready
 config to /var/lib/kubeblade/bladectl.yaml; add its blades with
-'bladectl config import'.`,
+'bladectl config import'.
+
+With --node NAME (or --all-nodes, or --selector), and by default as
+'kubectl blade', it works through the Kubernetes API instead: control by
+Node annotations, status from Blade objects ('bladectl get blades').`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			o.timeoutSet = cmd.Flags().Changed("timeout")
-			if !slices.Contains(outputs, o.output) {
+			if !slices.Contains(outputs, o.output) && !wideAllowed(cmd, o.output) {
 				return usagef("--output %q: want one of %s", o.output, strings.Join(outputs, ", "))
 			}
 			if o.timeout <= 0 {
@@ -154,7 +159,6 @@ config to /var/lib/kubeblade/bladectl.yaml; add its blades with
 	f.BoolVarP(&o.all, "all", "A", false, "act on every blade in the config file")
 	f.StringVarP(&o.output, "output", "o", outTable, "output format: "+strings.Join(outputs, "|"))
 	f.DurationVar(&o.timeout, "timeout", DefaultTimeout, "how long to wait for each blade (monitor and identify --wait: total run time, unlimited by default)")
-	f.StringVar(&o.node, "node", "", "work through the Kubernetes API on this node (not available yet)")
 	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputs, cobra.ShellCompDirectiveNoFileComp))
 	_ = root.RegisterFlagCompletionFunc("blade", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		cfg, _, err := clientconfig.Load(o.resolvedConfigPath())
@@ -165,7 +169,9 @@ config to /var/lib/kubeblade/bladectl.yaml; add its blades with
 	})
 
 	root.AddCommand(newStatusCmd(o), newMonitorCmd(o), newIdentifyCmd(o), newStealthCmd(o), newFanCmd(o),
-		newVersionCmd(o), newConfigCmd(o))
+		newVersionCmd(o), newConfigCmd(o), newGetCmd(o))
+	o.addKubeFlags(root)
+	o.acceptNodeArgs(root)
 	return root
 }
 
@@ -186,12 +192,14 @@ type target struct {
 	conn connector
 }
 
-// targets resolves --blade / --all / the current blade.
-func (o *options) targets() ([]target, error) {
-	// The Kubernetes mode is chosen by --node, or by running as the kubectl
-	// plugin without naming blades; it plugs in as another connector.
-	if o.node != "" || (o.kubectlPlugin() && !o.all && len(o.blades) == 0) {
-		return nil, errKubernetesMode
+// targets resolves --blade / --all / the current blade, or in the
+// Kubernetes mode the nodes.
+func (o *options) targets(ctx context.Context) ([]target, error) {
+	// The Kubernetes mode is chosen by --node and friends, or by running as
+	// the kubectl plugin without naming blades; it plugs in as another
+	// connector.
+	if o.kubeMode() {
+		return o.nodeTargets(ctx)
 	}
 	path := o.resolvedConfigPath()
 	cfg, exists, err := clientconfig.Load(path)
@@ -250,7 +258,7 @@ func (o *options) callContext(ctx context.Context, openEnded bool) (context.Cont
 // forEach runs fn on every target concurrently and returns the results in
 // target order. Failures are explained in plain words.
 func (o *options) forEach(ctx context.Context, openEnded bool, fn func(ctx context.Context, blade string, c bladeClient) (result, error)) ([]result, error) {
-	ts, err := o.targets()
+	ts, err := o.targets(ctx)
 	if err != nil {
 		return nil, err
 	}
