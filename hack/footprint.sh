@@ -8,7 +8,8 @@ agent="${AGENT:-$root/bin/kubeblade-agent}"
 secs="${FOOTPRINT_SECONDS:-60}"
 warmup="${FOOTPRINT_WARMUP:-5}"
 dir=$(mktemp -d)
-trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$dir"' EXIT
+pid=""
+trap '[ -n "$pid" ] && { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }; rm -rf "$dir"' EXIT
 
 cat >"$dir/agent.yaml" <<YAML
 hardware:
@@ -18,7 +19,18 @@ grpc:
 metrics:
   bindAddress: 127.0.0.1:0
 YAML
-"$agent" --config "$dir/agent.yaml" --state-dir "$dir/state" --log-level warn 2>"$dir/agent.log" &
+mode=standalone
+args=()
+if [ "${FOOTPRINT_KUBERNETES:-0}" = 1 ]; then
+  mode=kubernetes
+  "${KUBEENV:-$root/bin/kubeenv}" --write-kubeconfig "$dir/kubeconfig" --nodes blade-footprint >"$dir/kubeenv.log" 2>&1 &
+  envpid=$!
+  trap '[ -n "$pid" ] && { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }; kill "$envpid" 2>/dev/null || true; wait "$envpid" 2>/dev/null || true; rm -rf "$dir"' EXIT
+  for _ in $(seq 600); do grep -q ready "$dir/kubeenv.log" && break; sleep 0.1; done
+  grep -q ready "$dir/kubeenv.log" || { echo "control plane did not start:"; cat "$dir/kubeenv.log"; exit 1; }
+  args=(--kubernetes --kubeconfig "$dir/kubeconfig" --node-name blade-footprint)
+fi
+"$agent" --config "$dir/agent.yaml" --state-dir "$dir/state" --log-level warn "${args[@]}" 2>"$dir/agent.log" &
 pid=$!
 sleep "$warmup"
 kill -0 "$pid" 2>/dev/null || { echo "agent exited:"; cat "$dir/agent.log"; exit 1; }
@@ -32,9 +44,9 @@ for ((i = 0; i < secs; i++)); do
   sleep 1
 done
 c1=$(cpu); t1=$(date +%s.%N); r=$(rss)
-awk -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v hz="$hz" -v rss="$r" -v peak="$peak" -v secs="$secs" 'BEGIN {
+awk -v mode="$mode" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v hz="$hz" -v rss="$r" -v peak="$peak" -v secs="$secs" 'BEGIN {
   wall = t1 - t0; cpu = (c1 - c0) / hz
-  printf "kubeblade-agent standalone, simulated blade, %d s window\n", secs
+  printf "kubeblade-agent %s mode, simulated blade, %d s window\n", mode, secs
   printf "  RSS now   %6.1f MiB\n", rss / 1024
   printf "  RSS peak  %6.1f MiB\n", peak / 1024
   printf "  CPU       %6.3f %% of one core (%.2f s CPU in %.1f s; tick %d Hz)\n", 100 * cpu / wall, cpu, wall, hz

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -33,6 +34,7 @@ var (
 
 func TestMain(m *testing.M) {
 	ctrllog.SetLogger(logr.Discard())
+	klog.SetLogger(logr.Discard()) // client-go's reconnect chatter during outage tests
 	os.Exit(testenv.Main(m, testenv.Options{CRDDirs: []string{"config/crd/bases"}, Restartable: true}, func(e *testenv.Env) {
 		env = e
 		s := runtime.NewScheme()
@@ -48,7 +50,7 @@ func TestMain(m *testing.M) {
 // bladeUnderTest is one agent on a simulated blade, with its Kubernetes side,
 // reporting for its own Node.
 type bladeUnderTest struct {
-	t     *testing.T
+	t     testing.TB
 	node  string
 	blade *simulated.Blade
 	agent *agent.Agent
@@ -63,7 +65,7 @@ func withLocal(f func(*v1alpha1.AgentConfig)) option {
 }
 
 // startBlade creates the Node (unless it exists) and runs an agent for it.
-func startBlade(t *testing.T, node string, opts ...option) *bladeUnderTest {
+func startBlade(t testing.TB, node string, opts ...option) *bladeUnderTest {
 	t.Helper()
 	ctx := context.Background()
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"kubernetes.io/arch": "arm64"}}}
@@ -122,7 +124,7 @@ func (n notABlade) Info() hardware.Info {
 // eventually polls cond until it holds or the deadline passes. The API
 // server is another process, so there is no channel to wait on; the poll
 // only waits, it never decides the outcome by timing.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
+func eventually(t testing.TB, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	var last string
