@@ -40,13 +40,18 @@ verify-generated: generate ## Fail if the committed generated code differs from 
 	  git --no-pager diff --stat -- $(GENERATED); git ls-files --others --exclude-standard -- $(GENERATED); \
 	  echo "generated code is stale: run 'make generate' and commit the result"; exit 1; fi
 
+.PHONY: build-standalone
+build-standalone: ## Build bin/kubeblade-agent-standalone: no Kubernetes client, for systemd installs on Raspberry Pi OS.
+	CGO_ENABLED=0 $(GO) build -tags nokube -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/kubeblade-agent-standalone ./cmd/kubeblade-agent
+
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver and etcd from source into bin/k8s (cached).
 	@hack/k8s-tools.sh kube-apiserver etcd >/dev/null
 
 .PHONY: vet
-vet: ## go vet and gofmt.
+vet: ## go vet (also of the -tags nokube build) and gofmt.
 	$(GO) vet ./...
+	$(GO) vet -tags nokube ./cmd/kubeblade-agent ./internal/agentd
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
@@ -54,14 +59,42 @@ vet: ## go vet and gofmt.
 test: envtest-assets verify-generated vet ## Everything CI checks: vet, unit and envtest suites under -race.
 	KUBEBUILDER_ASSETS=$$(hack/k8s-tools.sh kube-apiserver etcd) ENVTEST_REQUIRED=1 \
 	  $(GO) test -race -count=1 $(PKGS)
+	@# hack/deploy is its own module: chart, manifests, Flux example and image.
+	cd hack/deploy && $(GO) vet ./... && KUBEBUILDER_ASSETS=$$(../../hack/k8s-tools.sh kube-apiserver etcd) ENVTEST_REQUIRED=1 \
+	  $(GO) test -race -count=1 ./...
+
+# Deployment artefacts: the chart's generated files, the plain manifests and
+# the container image, made by hack/deploy (its own Go module: Helm SDK,
+# go-containerregistry).
+DEPLOYTOOL := cd hack/deploy && $(GO) run .
+
+.PHONY: chart-sync
+chart-sync: ## Copy CRDs, RBAC and the admission policy from config/ into the Helm chart; regenerate its README value table.
+	$(DEPLOYTOOL) sync-chart
+
+.PHONY: manifests
+manifests: chart-sync ## Render deploy/manifests (plain manifests, CRD bundle, kustomizations) from the Helm chart.
+	$(DEPLOYTOOL) manifests
+
+.PHONY: verify-manifests
+verify-manifests: ## Fail if the chart's generated files or deploy/manifests are stale.
+	$(DEPLOYTOOL) sync-chart -check
+	$(DEPLOYTOOL) manifests -check
+
+.PHONY: image
+image: ## Build the multi-arch (linux/arm64, linux/amd64) OCI image into dist/image, without Docker.
+	$(DEPLOYTOOL) image -out $(CURDIR)/dist/image -version $(VERSION) -created $(DATE) -ldflags "$(LDFLAGS)"
 
 .PHONY: demo
 demo: build ## Run an agent on a simulated blade and show what it does.
 	hack/demo.sh
 
 .PHONY: bench-footprint
-bench-footprint: build ## Run the standalone agent for 60 s and print its memory and CPU use.
-	hack/footprint.sh
+bench-footprint: build build-standalone envtest-assets ## Agent memory and CPU over 60 s: lean standalone, full standalone, full in Kubernetes mode.
+	$(GO) build -o $(BIN)/kubeenv ./hack/kubeenv
+	AGENT=$(BIN)/kubeblade-agent-standalone hack/footprint.sh
+	AGENT=$(BIN)/kubeblade-agent hack/footprint.sh
+	KUBEBUILDER_ASSETS=$$(hack/k8s-tools.sh kube-apiserver etcd) AGENT=$(BIN)/kubeblade-agent FOOTPRINT_KUBERNETES=1 hack/footprint.sh
 
 .PHONY: bench-operator
 bench-operator: envtest-assets ## 1 000 Nodes, 3 BladeConfigs on a local API server: time to assign, writes, writes/min at steady state.

@@ -44,10 +44,13 @@ for ((i = 0; i < secs; i++)); do
   sleep 1
 done
 c1=$(cpu); t1=$(date +%s.%N); r=$(rss)
-awk -v mode="$mode" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v hz="$hz" -v rss="$r" -v peak="$peak" -v secs="$secs" 'BEGIN {
+# Anonymous memory is the agent's own; file-backed pages are the binary's
+# code, shared and reclaimable, but counted in RSS.
+split=$(awk '/^RssAnon:/{a=$2} /^RssFile:/{f=$2} END{printf "anonymous %.1f MiB, file-backed %.1f MiB", a/1024, f/1024}' "/proc/$pid/status")
+awk -v rsssplit="$split" -v agent="$(basename "$agent")" -v mode="$mode" -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v hz="$hz" -v rss="$r" -v peak="$peak" -v secs="$secs" 'BEGIN {
   wall = t1 - t0; cpu = (c1 - c0) / hz
-  printf "kubeblade-agent %s mode, simulated blade, %d s window\n", mode, secs
-  printf "  RSS now   %6.1f MiB\n", rss / 1024
+  printf "%s, %s mode, simulated blade, %d s window\n", agent, mode, secs
+  printf "  RSS now   %6.1f MiB (%s)\n", rss / 1024, rsssplit
   printf "  RSS peak  %6.1f MiB\n", peak / 1024
   printf "  CPU       %6.3f %% of one core (%.2f s CPU in %.1f s; tick %d Hz)\n", 100 * cpu / wall, cpu, wall, hz
 }'

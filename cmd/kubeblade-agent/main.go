@@ -12,12 +12,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/go-logr/logr"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-
 	"github.com/kubeblade/kubeblade/internal/agentd"
 	"github.com/kubeblade/kubeblade/internal/config"
 	"github.com/kubeblade/kubeblade/internal/logging"
@@ -59,21 +53,16 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	// client-go and controller-runtime log through klog and logr; send
-	// both to the same structured log.
-	klog.SetSlogLogger(log)
-	ctrllog.SetLogger(logr.FromSlogHandler(log.Handler()))
 
 	var kopts *agentd.KubernetesOptions
 	if *kube {
-		cfg, err := restConfig(*kubeconfig)
-		if err != nil {
-			return err
+		if !agentd.KubernetesSupported {
+			return errors.New("this build has no Kubernetes support (built with -tags nokube)")
 		}
 		if *nodeName == "" {
 			return errors.New("--kubernetes needs the node name: set NODE_NAME (the DaemonSet does, from spec.nodeName) or --node-name")
 		}
-		kopts = &agentd.KubernetesOptions{Config: cfg, NodeName: *nodeName, Heartbeat: *heartbeat}
+		kopts = &agentd.KubernetesOptions{Kubeconfig: *kubeconfig, NodeName: *nodeName, Heartbeat: *heartbeat}
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -99,21 +88,4 @@ func run(args []string) error {
 		Reload:     reload,
 		Kubernetes: kopts,
 	})
-}
-
-// restConfig prefers an explicit kubeconfig, then the in-cluster config,
-// then $KUBECONFIG and ~/.kube/config.
-func restConfig(path string) (*rest.Config, error) {
-	if path == "" {
-		if cfg, err := rest.InClusterConfig(); err == nil {
-			return cfg, nil
-		}
-	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = path
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client config: %w", err)
-	}
-	return cfg, nil
 }

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
@@ -26,7 +25,6 @@ import (
 	"github.com/kubeblade/kubeblade/internal/core"
 	"github.com/kubeblade/kubeblade/internal/hardware/backends"
 	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
-	"github.com/kubeblade/kubeblade/internal/kubeagent"
 	"github.com/kubeblade/kubeblade/internal/metrics"
 	"github.com/kubeblade/kubeblade/internal/opsserver"
 	"github.com/kubeblade/kubeblade/internal/unixsock"
@@ -59,13 +57,9 @@ type Options struct {
 	RemoteAddress string
 }
 
-// KubernetesOptions configure the Kubernetes mode.
-type KubernetesOptions struct {
-	Config   *rest.Config
-	NodeName string
-	// Heartbeat and MinInterval tune Blade status writes (kubeagent
-	// defaults when zero).
-	Heartbeat, MinInterval time.Duration
+// KubeReporter is the running Kubernetes side of the agent.
+type KubeReporter interface {
+	Run(ctx context.Context) error
 }
 
 // Daemon is a running agent process.
@@ -84,7 +78,7 @@ type Daemon struct {
 	GRPCAddr       string
 	BladectlConfig string
 	// Kube is the Kubernetes side, nil in standalone mode.
-	Kube *kubeagent.Reporter
+	Kube KubeReporter
 }
 
 // Run runs the agent process until ctx ends.
@@ -137,16 +131,13 @@ func Run(ctx context.Context, o Options) error {
 	}
 	d := &Daemon{Agent: a, Config: cfg, Simulated: hw.Simulated}
 	var extraMetrics []prometheus.Collector
-	if k := o.Kubernetes; k != nil {
-		rep, err := kubeagent.New(kubeagent.Options{
-			Config: k.Config, NodeName: k.NodeName, Agent: a, Local: cfg,
-			Heartbeat: k.Heartbeat, MinInterval: k.MinInterval, Clock: o.Clock, Logger: log,
-		})
+	if o.Kubernetes != nil {
+		rep, collector, err := newKubeReporter(o, a, cfg)
 		if err != nil {
 			return err
 		}
 		d.Kube = rep
-		extraMetrics = append(extraMetrics, metrics.NewKubeCollector(rep))
+		extraMetrics = append(extraMetrics, collector)
 	}
 
 	// Everything that serves runs under runCtx; the agent itself runs

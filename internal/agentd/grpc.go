@@ -28,6 +28,9 @@ func startGRPC(o Options, d *Daemon, goServe func(string, func(context.Context) 
 	if !g.Remote.Enabled {
 		return nil
 	}
+	if o.Kubernetes != nil {
+		return startClusterTLS(o, d, srv, goServe)
+	}
 
 	// The seam for cluster-issued certificates: anything that is a
 	// pki.CertificateSource can serve here.

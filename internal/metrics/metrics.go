@@ -13,7 +13,6 @@ import (
 	"github.com/kubeblade/kubeblade/internal/agent"
 	"github.com/kubeblade/kubeblade/internal/core"
 	"github.com/kubeblade/kubeblade/internal/hardware"
-	"github.com/kubeblade/kubeblade/internal/kubeagent"
 )
 
 // Source is what the collector reads; *agent.Agent implements it.
@@ -138,9 +137,13 @@ func NewRegistry(src Source, extra ...prometheus.Collector) *prometheus.Registry
 	return r
 }
 
-// KubeSource is the agent's Kubernetes side; *kubeagent.Reporter implements it.
-type KubeSource interface {
-	Stats() kubeagent.Stats
+// KubeStats are the Kubernetes side's delivery counters. They are a plain
+// struct so this package (and a standalone build) needs no Kubernetes client.
+type KubeStats struct {
+	Connected              bool
+	Requests, Writes       uint64
+	EventsPending          int
+	EventsSent, EventsDrop uint64
 }
 
 var (
@@ -153,10 +156,10 @@ var (
 )
 
 // KubeCollector exposes the Kubernetes side's delivery counters.
-type KubeCollector struct{ src KubeSource }
+type KubeCollector struct{ stats func() KubeStats }
 
-// NewKubeCollector returns a collector for src.
-func NewKubeCollector(src KubeSource) *KubeCollector { return &KubeCollector{src: src} }
+// NewKubeCollector returns a collector reading stats at scrape time.
+func NewKubeCollector(stats func() KubeStats) *KubeCollector { return &KubeCollector{stats: stats} }
 
 // Describe implements prometheus.Collector.
 func (c *KubeCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -167,11 +170,11 @@ func (c *KubeCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *KubeCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.src.Stats()
+	s := c.stats()
 	ch <- prometheus.MustNewConstMetric(descKubeConnected, prometheus.GaugeValue, b2f(s.Connected))
 	ch <- prometheus.MustNewConstMetric(descKubeRequests, prometheus.CounterValue, float64(s.Requests))
 	ch <- prometheus.MustNewConstMetric(descKubeWrites, prometheus.CounterValue, float64(s.Writes))
-	ch <- prometheus.MustNewConstMetric(descEvPending, prometheus.GaugeValue, float64(s.Events.Pending))
-	ch <- prometheus.MustNewConstMetric(descEvSent, prometheus.CounterValue, float64(s.Events.Sent))
-	ch <- prometheus.MustNewConstMetric(descEvDropped, prometheus.CounterValue, float64(s.Events.Dropped))
+	ch <- prometheus.MustNewConstMetric(descEvPending, prometheus.GaugeValue, float64(s.EventsPending))
+	ch <- prometheus.MustNewConstMetric(descEvSent, prometheus.CounterValue, float64(s.EventsSent))
+	ch <- prometheus.MustNewConstMetric(descEvDropped, prometheus.CounterValue, float64(s.EventsDrop))
 }

@@ -1,0 +1,145 @@
+//go:build !nokube
+
+package agentd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/kubeblade/kubeblade/api/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/agent"
+	"github.com/kubeblade/kubeblade/internal/csrclient"
+	"github.com/kubeblade/kubeblade/internal/grpcapi"
+	"github.com/kubeblade/kubeblade/internal/kubeagent"
+	"github.com/kubeblade/kubeblade/internal/metrics"
+	"github.com/kubeblade/kubeblade/internal/pki"
+)
+
+// KubernetesSupported reports whether this build has the Kubernetes mode
+// (builds with -tags nokube leave the Kubernetes client out to stay small).
+const KubernetesSupported = true
+
+// KubernetesOptions configure the Kubernetes mode.
+type KubernetesOptions struct {
+	// Kubeconfig is a kubeconfig path; empty means in-cluster, then
+	// $KUBECONFIG and ~/.kube/config.
+	Kubeconfig string
+	// Config, when set, is used instead of Kubeconfig (tests).
+	Config   *rest.Config
+	NodeName string
+	// Heartbeat and MinInterval tune Blade status writes (kubeagent
+	// defaults when zero).
+	Heartbeat, MinInterval time.Duration
+}
+
+func (k *KubernetesOptions) restConfig() (*rest.Config, error) {
+	if k.Config != nil {
+		return k.Config, nil
+	}
+	if k.Kubeconfig == "" {
+		if cfg, err := rest.InClusterConfig(); err == nil {
+			return cfg, nil
+		}
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = k.Kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	k.Config = cfg
+	return cfg, nil
+}
+
+func newKubeReporter(o Options, a *agent.Agent, cfg v1alpha1.AgentConfig) (KubeReporter, prometheus.Collector, error) {
+	k := o.Kubernetes
+	if k.NodeName == "" {
+		return nil, nil, errors.New("kubernetes mode needs the node name: set NODE_NAME (the DaemonSet does, from spec.nodeName) or --node-name")
+	}
+	rc, err := k.restConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	// client-go and controller-runtime log through klog and logr; send
+	// both to the process's structured log.
+	klog.SetSlogLogger(o.Logger)
+	ctrllog.SetLogger(logr.FromSlogHandler(o.Logger.Handler()))
+	rep, err := kubeagent.New(kubeagent.Options{
+		Config: rc, NodeName: k.NodeName, Agent: a, Local: cfg,
+		Heartbeat: k.Heartbeat, MinInterval: k.MinInterval, Clock: o.Clock, Logger: o.Logger,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	collector := metrics.NewKubeCollector(func() metrics.KubeStats {
+		s := rep.Stats()
+		return metrics.KubeStats{Connected: s.Connected, Requests: s.Requests, Writes: s.Writes,
+			EventsPending: s.Events.Pending, EventsSent: s.Events.Sent, EventsDrop: s.Events.Dropped}
+	})
+	return rep, collector, nil
+}
+
+// startClusterTLS serves mutual TLS with a certificate the operator signs
+// through the CertificateSigningRequest API; the key never leaves the state
+// directory. Getting the certificate waits for the operator, so it happens
+// in the background: the blade is protected and the unix socket serves
+// meanwhile.
+func startClusterTLS(o Options, d *Daemon, srv *grpcapi.Server, goServe func(string, func(context.Context) error)) error {
+	g := d.Config.GRPC
+	rc, err := o.Kubernetes.restConfig()
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("gRPC certificates: %w", err)
+	}
+	addr := o.RemoteAddress
+	if addr == "" {
+		addr = net.JoinHostPort("", strconv.Itoa(int(g.Remote.Port)))
+	}
+	tcp, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("gRPC TCP listener: %w", err)
+	}
+	d.GRPCAddr = tcp.Addr().String()
+	goServe("gRPC mTLS listener", func(ctx context.Context) error {
+		defer tcp.Close()
+		var src *csrclient.Source
+		for backoff := time.Second; ; backoff = min(2*backoff, time.Minute) {
+			src, err = csrclient.New(ctx, csrclient.Options{
+				Client: cs, Dir: o.StateDir, NodeName: o.Kubernetes.NodeName, Clock: o.Clock, Logger: o.Logger,
+			})
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			o.Logger.Warn("no serving certificate from the cluster yet; remote gRPC waits", "err", err, "retryIn", backoff)
+			t := o.Clock.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C():
+			}
+		}
+		o.Logger.Info("gRPC remote access enabled (mutual TLS, certificate signed by the cluster)", "address", d.GRPCAddr, "notAfter", src.NotAfter())
+		go func() { _ = src.Run(ctx) }()
+		return srv.Serve(ctx, tcp, pki.ServerTLSConfig(src))
+	})
+	return nil
+}
