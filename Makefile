@@ -59,6 +59,7 @@ vet: ## go vet (also of the -tags nokube build) and gofmt.
 test: envtest-assets verify-generated vet ## Everything CI checks: vet, unit and envtest suites under -race.
 	KUBEBUILDER_ASSETS=$$(hack/k8s-tools.sh kube-apiserver etcd) ENVTEST_REQUIRED=1 \
 	  $(GO) test -race -count=1 $(PKGS)
+	$(MAKE) --no-print-directory fuzz
 	@# hack/deploy is its own module: chart, manifests, Flux example and image.
 	cd hack/deploy && $(GO) vet ./... && KUBEBUILDER_ASSETS=$$(../../hack/k8s-tools.sh kube-apiserver etcd) ENVTEST_REQUIRED=1 \
 	  $(GO) test -race -count=1 ./...
@@ -84,6 +85,14 @@ verify-manifests: ## Fail if the chart's generated files or deploy/manifests are
 .PHONY: image
 image: ## Build the multi-arch (linux/arm64, linux/amd64) OCI image into dist/image, without Docker.
 	$(DEPLOYTOOL) image -out $(CURDIR)/dist/image -version $(VERSION) -created $(DATE) -ldflags "$(LDFLAGS)"
+
+.PHONY: fuzz
+fuzz: ## Fuzz the smart fan unit's frame decoder for FUZZTIME (CI runs it briefly in make test).
+	$(GO) test -run '^$$' -fuzz '^FuzzDecoder$$' -fuzztime $(FUZZTIME) ./internal/smartfan/
+
+.PHONY: bench-hw
+bench-hw: ## Go benchmarks of tach decoding and the smart fan unit codec.
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/tach/ ./internal/smartfan/
 
 .PHONY: demo
 demo: build ## Run an agent on a simulated blade and show what it does.
