@@ -155,6 +155,21 @@ func decode(doc map[string]any) (v1alpha1.AgentConfig, error) {
 // KUBEBLADE_LEDS_IDLE_COLOR. Lists are set whole, as YAML or JSON.
 func EnvKeys() map[string][]string {
 	out := map[string][]string{}
+	for name, f := range envFields() {
+		out[name] = f.path
+	}
+	return out
+}
+
+type envField struct {
+	path []string
+	// str marks string fields, whose values are taken verbatim: "12" for
+	// a GPIO line name must not become a number.
+	str bool
+}
+
+func envFields() map[string]envField {
+	out := map[string]envField{}
 	var walk func(t reflect.Type, path []string)
 	walk = func(t reflect.Type, path []string) {
 		for i := 0; i < t.NumField(); i++ {
@@ -176,7 +191,7 @@ func EnvKeys() map[string][]string {
 			for _, s := range p {
 				parts = append(parts, upperSnake(s))
 			}
-			out[EnvPrefix+strings.Join(parts, "_")] = p
+			out[EnvPrefix+strings.Join(parts, "_")] = envField{path: p, str: ft.Kind() == reflect.String}
 		}
 	}
 	walk(reflect.TypeOf(v1alpha1.AgentConfig{}), nil)
@@ -205,7 +220,7 @@ func upperSnake(s string) string {
 }
 
 func applyEnv(doc map[string]any, environ []string) (ignored []string, err error) {
-	keys := EnvKeys()
+	keys := envFields()
 	var names []string
 	vals := map[string]string{}
 	for _, kv := range environ {
@@ -218,19 +233,22 @@ func applyEnv(doc map[string]any, environ []string) (ignored []string, err error
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		path, ok := keys[name]
+		field, ok := keys[name]
 		if !ok {
 			ignored = append(ignored, name)
 			continue
 		}
-		var v any
-		if err := yaml.Unmarshal([]byte(vals[name]), &v); err != nil {
-			return nil, fmt.Errorf("environment variable %s: %w", name, err)
-		}
-		if _, isString := v.(string); isString || v == nil {
-			// Keep strings verbatim: YAML would turn "#001000" into a
-			// comment and "" into null.
-			v = vals[name]
+		path := field.path
+		var v any = vals[name]
+		if !field.str {
+			if err := yaml.Unmarshal([]byte(vals[name]), &v); err != nil {
+				return nil, fmt.Errorf("environment variable %s: %w", name, err)
+			}
+			if v == nil {
+				// YAML reads "#..." as a comment and "" as null; let the
+				// decoder report the type mismatch on the raw value.
+				v = vals[name]
+			}
 		}
 		m := doc
 		for _, seg := range path[:len(path)-1] {

@@ -208,3 +208,13 @@ func TestParse(t *testing.T) {
 		t.Fatal("Parse accepted hysteresis above critical")
 	}
 }
+
+func TestEnvStringFieldsAreVerbatim(t *testing.T) {
+	cfg, _, err := Load("", []string{"KUBEBLADE_HARDWARE_LINUX_LINES_FAN_PWM=12", "KUBEBLADE_HARDWARE_LINUX_GPIO_CHIP=0", "KUBEBLADE_LEDS_IDLE_COLOR=#000001"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Hardware.Linux.Lines.FanPWM != "12" || cfg.Hardware.Linux.GPIOChip != "0" || cfg.LEDs.IdleColor != "#000001" {
+		t.Fatalf("string fields: %+v %q %q", cfg.Hardware.Linux.Lines, cfg.Hardware.Linux.GPIOChip, cfg.LEDs.IdleColor)
+	}
+}
