@@ -46,15 +46,10 @@ func startGRPC(o Options, d *Daemon, goServe func(string, func(context.Context) 
 		return fmt.Errorf("gRPC certificates: %w", err)
 	}
 	var src pki.CertificateSource = issuer
-	addr := o.RemoteAddress
-	if addr == "" {
-		addr = net.JoinHostPort("", strconv.Itoa(int(g.Remote.Port)))
-	}
-	tcp, err := net.Listen("tcp", addr)
+	tcp, err := listenRemote(o, d)
 	if err != nil {
-		return fmt.Errorf("gRPC TCP listener: %w", err)
+		return err
 	}
-	d.GRPCAddr = tcp.Addr().String()
 	d.BladectlConfig = issuer.BladectlConfigPath()
 	goServe("gRPC certificate renewal", issuer.Run)
 	goServe("gRPC mTLS listener", func(ctx context.Context) error {
@@ -62,4 +57,19 @@ func startGRPC(o Options, d *Daemon, goServe func(string, func(context.Context) 
 	})
 	o.Logger.Info("gRPC remote access enabled (mutual TLS)", "address", d.GRPCAddr, "bladectlConfig", d.BladectlConfig)
 	return nil
+}
+
+// listenRemote binds the mutual-TLS TCP port (o.RemoteAddress overrides
+// ":<grpc.remote.port>") and records the bound address.
+func listenRemote(o Options, d *Daemon) (net.Listener, error) {
+	addr := o.RemoteAddress
+	if addr == "" {
+		addr = net.JoinHostPort("", strconv.Itoa(int(d.Config.GRPC.Remote.Port)))
+	}
+	tcp, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("gRPC TCP listener: %w", err)
+	}
+	d.GRPCAddr = tcp.Addr().String()
+	return tcp, nil
 }

@@ -6,8 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -97,7 +95,6 @@ func newKubeReporter(o Options, a *agent.Agent, cfg v1alpha1.AgentConfig) (KubeR
 // in the background: the blade is protected and the unix socket serves
 // meanwhile.
 func startClusterTLS(o Options, d *Daemon, srv *grpcapi.Server, goServe func(string, func(context.Context) error)) error {
-	g := d.Config.GRPC
 	rc, err := o.Kubernetes.restConfig()
 	if err != nil {
 		return err
@@ -106,15 +103,10 @@ func startClusterTLS(o Options, d *Daemon, srv *grpcapi.Server, goServe func(str
 	if err != nil {
 		return fmt.Errorf("gRPC certificates: %w", err)
 	}
-	addr := o.RemoteAddress
-	if addr == "" {
-		addr = net.JoinHostPort("", strconv.Itoa(int(g.Remote.Port)))
-	}
-	tcp, err := net.Listen("tcp", addr)
+	tcp, err := listenRemote(o, d)
 	if err != nil {
-		return fmt.Errorf("gRPC TCP listener: %w", err)
+		return err
 	}
-	d.GRPCAddr = tcp.Addr().String()
 	goServe("gRPC mTLS listener", func(ctx context.Context) error {
 		defer tcp.Close()
 		var src *csrclient.Source
