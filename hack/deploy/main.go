@@ -1,0 +1,88 @@
+// Command deploytool keeps kubeblade's deployment artefacts in step: it
+// syncs the Helm chart from config/ (CRDs, RBAC, admission policy) and
+// values.yaml (README), renders the plain manifests from the chart, and
+// builds the multi-arch container image without a Docker engine.
+//
+//	deploytool sync-chart [-check]
+//	deploytool manifests [-check]
+//	deploytool image -out dist/image -version v1.2.3 -ldflags '...'
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"time"
+
+	"github.com/kubeblade/kubeblade/hack/deploy/chartsync"
+	"github.com/kubeblade/kubeblade/hack/deploy/image"
+	"github.com/kubeblade/kubeblade/hack/deploy/manifests"
+	"github.com/kubeblade/kubeblade/hack/deploy/render"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "deploytool:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("usage: deploytool sync-chart|manifests|image [flags]")
+	}
+	root, err := render.RepoRoot()
+	if err != nil {
+		return err
+	}
+	fs := flag.NewFlagSet("deploytool "+args[0], flag.ContinueOnError)
+	switch args[0] {
+	case "sync-chart":
+		check := fs.Bool("check", false, "only report stale files")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if *check {
+			return chartsync.Check(root)
+		}
+		return chartsync.Sync(root)
+	case "manifests":
+		check := fs.Bool("check", false, "only report stale files")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if *check {
+			return manifests.Check(ctx, root)
+		}
+		return manifests.Write(ctx, root)
+	case "image":
+		out := fs.String("out", filepath.Join(root, "dist", "image"), "OCI layout directory to write")
+		version := fs.String("version", "v0.0.0-dev", "version for the image labels and ref name")
+		ldflags := fs.String("ldflags", "", "go build -ldflags (version stamping)")
+		created := fs.Int64("created", 0, "creation time, Unix seconds (default: now)")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		t := time.Now().UTC().Truncate(time.Second)
+		if *created > 0 {
+			t = time.Unix(*created, 0).UTC()
+		}
+		start := time.Now()
+		idx, err := image.Build(ctx, image.Options{Root: root, Out: *out, Version: *version, LDFlags: *ldflags, Created: t, Log: os.Stderr})
+		if err != nil {
+			return err
+		}
+		d, err := idx.Digest()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("wrote %s (index %s, version %s) in %s\n", *out, d, *version, time.Since(start).Round(time.Millisecond))
+		return nil
+	}
+	return fmt.Errorf("unknown command %q", args[0])
+}

@@ -1,0 +1,225 @@
+package render_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubeblade/kubeblade/hack/deploy/render"
+)
+
+func load(t *testing.T) *chartv2.Chart {
+	t.Helper()
+	root, err := render.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := render.Load(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
+func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	for _, u := range objs {
+		if u.GetKind() == kind && (name == "" || u.GetName() == name) {
+			return u
+		}
+	}
+	return nil
+}
+
+func TestSchemaRefusesBadValues(t *testing.T) {
+	ch := load(t)
+	cases := map[string]struct {
+		values map[string]any
+		want   []string
+	}{
+		"unknown top-level key":    {map[string]any{"replicas": 2}, []string{"additional properties 'replicas' not allowed"}},
+		"unknown nested key":       {map[string]any{"operator": map[string]any{"leaderElect": true}}, []string{"/operator", "additional properties 'leaderElect' not allowed"}},
+		"pull policy":              {map[string]any{"image": map[string]any{"pullPolicy": "Sometimes"}}, []string{"/image/pullPolicy", "Always", "IfNotPresent"}},
+		"port out of range":        {map[string]any{"operator": map[string]any{"metrics": map[string]any{"port": 70000}}}, []string{"/operator/metrics/port", "maximum"}},
+		"port as string":           {map[string]any{"agent": map[string]any{"metrics": map[string]any{"port": "9666"}}}, []string{"/agent/metrics/port", "integer"}},
+		"cleanup hook":             {map[string]any{"cleanup": map[string]any{"hook": "during-delete"}}, []string{"/cleanup/hook", "post-delete"}},
+		"log level":                {map[string]any{"operator": map[string]any{"logLevel": "verbose"}}, []string{"/operator/logLevel"}},
+		"bad digest":               {map[string]any{"image": map[string]any{"digest": "latest"}}, []string{"/image/digest"}},
+		"label value not a string": {map[string]any{"commonLabels": map[string]any{"team": 7}}, []string{"/commonLabels/team", "string"}},
+		"interval":                 {map[string]any{"serviceMonitor": map[string]any{"interval": "often"}}, []string{"/serviceMonitor/interval"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := render.Render(context.Background(), ch, render.Options{Values: tc.values})
+			if err == nil {
+				t.Fatal("values accepted, want a schema error")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, "values don't meet the specifications of the schema") {
+				t.Errorf("error does not say it is a schema violation: %s", msg)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not mention %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	res, err := render.Render(context.Background(), load(t), render.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dep := find(res.Objects, "Deployment", "kubeblade-operator")
+	if dep == nil {
+		t.Fatal("no operator Deployment")
+	}
+	c, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+	ctr := c[0].(map[string]any)
+	args := strings.Join(toStrings(ctr["args"]), " ")
+	for _, w := range []string{"--leader-elect=true", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081", "--agent-service-account=kubeblade-agent"} {
+		if !strings.Contains(args, w) {
+			t.Errorf("operator args %q lack %s", args, w)
+		}
+	}
+	sc := ctr["securityContext"].(map[string]any)
+	if sc["readOnlyRootFilesystem"] != true || sc["runAsNonRoot"] != true || sc["allowPrivilegeEscalation"] != false {
+		t.Errorf("operator securityContext not restricted: %v", sc)
+	}
+	if caps := sc["capabilities"].(map[string]any)["drop"]; len(caps.([]any)) != 1 || caps.([]any)[0] != "ALL" {
+		t.Errorf("capabilities not dropped: %v", caps)
+	}
+	if ctr["livenessProbe"].(map[string]any)["httpGet"].(map[string]any)["path"] != "/healthz" ||
+		ctr["readinessProbe"].(map[string]any)["httpGet"].(map[string]any)["path"] != "/readyz" {
+		t.Errorf("probes: %v %v", ctr["livenessProbe"], ctr["readinessProbe"])
+	}
+	if img := ctr["image"]; img != "ghcr.io/kubeblade/kubeblade:0.1.0" {
+		t.Errorf("image = %v, want the appVersion tag", img)
+	}
+
+	if find(res.Objects, "ServiceAccount", "kubeblade-agent") == nil || find(res.Objects, "ServiceAccount", "kubeblade-operator") == nil {
+		t.Error("missing operator or agent ServiceAccount")
+	}
+	if find(res.Objects, "DaemonSet", "") != nil {
+		t.Error("the chart must not template the agent DaemonSet: the operator creates it")
+	}
+	for _, kind := range []string{"Namespace", "ServiceMonitor", "PrometheusRule", "ConfigMap"} {
+		if u := find(res.Objects, kind, ""); u != nil {
+			t.Errorf("%s rendered by default", kind)
+		}
+	}
+	for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "BladeConfig"} {
+		if find(res.Objects, kind, "") == nil {
+			t.Errorf("no %s rendered", kind)
+		}
+	}
+	job := find(res.Hooks, "Job", "kubeblade-cleanup")
+	if job == nil {
+		t.Fatal("no cleanup hook Job")
+	}
+	if got := job.GetAnnotations()["helm.sh/hook"]; got != "post-delete" {
+		t.Errorf("cleanup hook = %q", got)
+	}
+	if !strings.Contains(res.Notes, "pod-security.kubernetes.io/enforce=privileged") {
+		t.Errorf("NOTES do not say how to label the namespace:\n%s", res.Notes)
+	}
+}
+
+func TestCRDsKeptOnUninstall(t *testing.T) {
+	crds := render.CRDs(load(t))
+	if len(crds) != 2 {
+		t.Fatalf("%d CRD files, want 2", len(crds))
+	}
+	for _, c := range crds {
+		objs, err := render.Decode(c.File.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range objs {
+			if u.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+				t.Errorf("%s lacks helm.sh/resource-policy: keep", c.Filename)
+			}
+		}
+	}
+}
+
+func TestNamespaceAndMonitoring(t *testing.T) {
+	res, err := render.Render(context.Background(), load(t), render.Options{Values: map[string]any{
+		"namespace":        map[string]any{"create": true},
+		"serviceMonitor":   map[string]any{"enabled": true},
+		"prometheusRule":   map[string]any{"enabled": true},
+		"grafanaDashboard": map[string]any{"enabled": true},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := find(res.Objects, "Namespace", "kubeblade-system")
+	if ns == nil || ns.GetLabels()["pod-security.kubernetes.io/enforce"] != "privileged" {
+		t.Fatalf("namespace not labelled privileged: %v", ns)
+	}
+	rule := find(res.Objects, "PrometheusRule", "")
+	if rule == nil {
+		t.Fatal("no PrometheusRule")
+	}
+	exprs := map[string]string{}
+	groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
+	for _, g := range groups {
+		for _, r := range g.(map[string]any)["rules"].([]any) {
+			r := r.(map[string]any)
+			exprs[r["alert"].(string)] = r["expr"].(string)
+		}
+	}
+	for alert, metric := range map[string]string{
+		"KubebladeThermalCritical":     "kubeblade_thermal_critical",
+		"KubebladeFanStalled":          "kubeblade_fan_stalled",
+		"KubebladeAgentDown":           `up{job="kubeblade-agent"}`,
+		"KubebladeAgentMissing":        "kube_node_labels",
+		"KubebladeCertificateExpiring": "kubeblade_certificate_expiry_timestamp_seconds",
+	} {
+		if !strings.Contains(exprs[alert], metric) {
+			t.Errorf("alert %s: expr %q does not use %s", alert, exprs[alert], metric)
+		}
+	}
+	cm := find(res.Objects, "ConfigMap", "kubeblade-dashboard")
+	if cm == nil || cm.GetLabels()["grafana_dashboard"] != "1" {
+		t.Fatalf("dashboard ConfigMap: %v", cm)
+	}
+	if js, _, _ := unstructured.NestedString(cm.Object, "data", "kubeblade.json"); !strings.Contains(js, "kubeblade_soc_temperature_celsius") {
+		t.Error("dashboard JSON not embedded")
+	}
+	if n := len(filter(res.Objects, "ServiceMonitor")); n != 2 {
+		t.Errorf("%d ServiceMonitors, want operator and agent", n)
+	}
+}
+
+func TestServiceMonitorNeedsServices(t *testing.T) {
+	_, err := render.Render(context.Background(), load(t), render.Options{Values: map[string]any{
+		"serviceMonitor": map[string]any{"enabled": true},
+		"metricsService": map[string]any{"enabled": false},
+	}})
+	if err == nil || !strings.Contains(err.Error(), "serviceMonitor.enabled needs metricsService.enabled") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func filter(objs []*unstructured.Unstructured, kind string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, u := range objs {
+		if u.GetKind() == kind {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+func toStrings(v any) []string {
+	var out []string
+	for _, x := range v.([]any) {
+		out = append(out, x.(string))
+	}
+	return out
+}
