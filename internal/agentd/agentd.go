@@ -100,6 +100,12 @@ func Run(ctx context.Context, o Options) error {
 	if len(ignored) > 0 {
 		log.Warn("ignoring KUBEBLADE_ environment variables that name no config key", "variables", ignored)
 	}
+	local := cfg
+	if o.Kubernetes != nil {
+		// Hardware, gRPC and metrics settings take effect only at start,
+		// so read the assigned BladeConfig before opening anything.
+		cfg = bootstrapConfig(ctx, o, cfg)
+	}
 	settings, err := config.Settings(cfg)
 	if err != nil {
 		return err
@@ -132,7 +138,7 @@ func Run(ctx context.Context, o Options) error {
 	d := &Daemon{Agent: a, Config: cfg, Simulated: hw.Simulated}
 	var extraMetrics []prometheus.Collector
 	if o.Kubernetes != nil {
-		rep, collector, err := newKubeReporter(o, a, cfg)
+		rep, collector, err := newKubeReporter(o, a, local)
 		if err != nil {
 			return err
 		}

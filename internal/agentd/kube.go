@@ -4,20 +4,25 @@ package agentd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/agent"
+	"github.com/kubeblade/kubeblade/internal/config"
 	"github.com/kubeblade/kubeblade/internal/csrclient"
 	"github.com/kubeblade/kubeblade/internal/grpcapi"
 	"github.com/kubeblade/kubeblade/internal/kubeagent"
@@ -60,6 +65,55 @@ func (k *KubernetesOptions) restConfig() (*rest.Config, error) {
 	k.Config = cfg
 	return cfg, nil
 }
+
+// bootstrapConfig returns the agent config of the BladeConfig this Node is
+// assigned to, or local when there is none or the API server does not
+// answer soon: a blade must start protecting itself without the cluster.
+func bootstrapConfig(ctx context.Context, o Options, local v1alpha1.AgentConfig) v1alpha1.AgentConfig {
+	log := o.Logger
+	rc, err := o.Kubernetes.restConfig()
+	if err != nil {
+		log.Warn("starting with the local config", "err", err)
+		return local
+	}
+	scheme := runtime.NewScheme()
+	_ = corev1.AddToScheme(scheme)
+	_ = v1alpha1.AddToScheme(scheme)
+	c, err := client.New(rc, client.Options{Scheme: scheme})
+	if err != nil {
+		log.Warn("starting with the local config", "err", err)
+		return local
+	}
+	ctx, cancel := context.WithTimeout(ctx, bootstrapTimeout)
+	defer cancel()
+	node := &corev1.Node{}
+	if err := c.Get(ctx, client.ObjectKey{Name: o.Kubernetes.NodeName}, node); err != nil {
+		log.Warn("could not read this Node; starting with the local config", "err", err)
+		return local
+	}
+	name := node.Labels[v1alpha1.LabelConfig]
+	if name == "" {
+		return local
+	}
+	bc := &v1alpha1.BladeConfig{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, bc); err != nil {
+		log.Warn("could not read the assigned BladeConfig; starting with the local config", "bladeConfig", name, "err", err)
+		return local
+	}
+	raw, err := json.Marshal(bc.Spec.Agent)
+	if err == nil {
+		var cfg v1alpha1.AgentConfig
+		if cfg, err = config.Parse(raw); err == nil {
+			log.Info("starting with the assigned BladeConfig", "bladeConfig", name, "generation", bc.Generation)
+			return cfg
+		}
+	}
+	log.Error("the assigned BladeConfig is invalid; starting with the local config", "bladeConfig", name, "err", err)
+	return local
+}
+
+// bootstrapTimeout bounds how long start-up waits for the API server.
+const bootstrapTimeout = 10 * time.Second
 
 func newKubeReporter(o Options, a *agent.Agent, cfg v1alpha1.AgentConfig) (KubeReporter, prometheus.Collector, error) {
 	k := o.Kubernetes

@@ -26,6 +26,10 @@ type KubernetesOptions struct {
 
 var errNoKube = errors.New("this kubeblade-agent was built without Kubernetes support (-tags nokube); use the full build for --kubernetes")
 
+func bootstrapConfig(_ context.Context, _ Options, local v1alpha1.AgentConfig) v1alpha1.AgentConfig {
+	return local
+}
+
 func newKubeReporter(Options, *agent.Agent, v1alpha1.AgentConfig) (KubeReporter, prometheus.Collector, error) {
 	return nil, nil, errNoKube
 }

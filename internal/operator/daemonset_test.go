@@ -144,6 +144,21 @@ func TestDaemonSetSpecAndDrift(t *testing.T) {
 		t.Errorf("an agent config change rolled the DaemonSet (generation %d -> %d)", gen, ds.Generation)
 	}
 
+	// A change to a start-only setting (here the metrics address) rolls it:
+	// agents cannot apply it live.
+	cur = getConfig(t, "ds-custom")
+	o = cur.DeepCopy()
+	cur.Spec.Agent.Metrics.BindAddress = ":9777"
+	if err := k8s.Patch(ctx(t), cur, client.MergeFrom(o)); err != nil {
+		t.Fatal(err)
+	}
+	want := daemonset.StartupConfigHash(cur.Spec.Agent)
+	waitDS(t, "ds-custom", func(ds *appsv1.DaemonSet) bool {
+		return ds.Spec.Template.Annotations[daemonset.AnnotationStartupConfig] == want && ds.Generation > gen
+	})
+	ds, _ = getDS(t, "ds-custom")
+	gen = ds.Generation
+
 	// A DaemonSet change rolls it.
 	cur = getConfig(t, "ds-custom")
 	o = cur.DeepCopy()

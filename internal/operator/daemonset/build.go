@@ -5,6 +5,9 @@
 package daemonset
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
@@ -170,7 +173,26 @@ func Build(bc *kbv1.BladeConfig, d Defaults) *appsv1ac.DaemonSetApplyConfigurati
 				WithRollingUpdate(appsv1ac.RollingUpdateDaemonSet().WithMaxUnavailable(intstr.FromInt32(1)))).
 			WithTemplate(corev1ac.PodTemplateSpec().
 				WithLabels(objLabels).
+				WithAnnotations(map[string]string{AnnotationStartupConfig: StartupConfigHash(bc.Spec.Agent)}).
 				WithSpec(pod)))
+}
+
+// AnnotationStartupConfig on the pod template carries a hash of the agent
+// settings that take effect only when the agent starts (hardware backend,
+// gRPC listeners, metrics address). Everything else in spec.agent is
+// applied live by the agents and must not roll the pods; a change to these
+// must, or it would never take effect.
+const AnnotationStartupConfig = "kubeblade.io/startup-config-hash"
+
+// StartupConfigHash hashes the start-only sections of an agent config.
+func StartupConfigHash(a kbv1.AgentConfig) string {
+	raw, _ := json.Marshal(struct {
+		Hardware kbv1.HardwareConfig `json:"hardware"`
+		GRPC     kbv1.GRPCConfig     `json:"grpc"`
+		Metrics  kbv1.MetricsConfig  `json:"metrics"`
+	}{a.Hardware, a.GRPC, a.Metrics})
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:8])
 }
 
 // tolerations default to tolerating every taint, so blades tainted for

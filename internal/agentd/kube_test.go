@@ -1,0 +1,95 @@
+//go:build !nokube
+
+package agentd
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubeblade/kubeblade/api/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Main(m, testenv.Options{CRDDirs: []string{"config/crd/bases"}}, func(e *testenv.Env) { env = e }))
+}
+
+func TestKubernetesModeStartsWithTheAssignedBladeConfig(t *testing.T) {
+	ctx := context.Background()
+	s := runtime.NewScheme()
+	_ = corev1.AddToScheme(s)
+	_ = v1alpha1.AddToScheme(s)
+	c, err := client.New(env.Config, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc := &v1alpha1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: "boot"}}
+	bc.Spec.Agent.CriticalCelsius = 70
+	bc.Spec.Agent.Hardware.Backend = v1alpha1.BackendSimulated
+	dir := t.TempDir()
+	bc.Spec.Agent.Metrics.BindAddress = "127.0.0.1:0"
+	bc.Spec.Agent.GRPC.SocketPath = filepath.Join(dir, "agent.sock")
+	if err := c.Create(ctx, bc); err != nil {
+		t.Fatal(err)
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "boot-blade", Labels: map[string]string{v1alpha1.LabelConfig: "boot"}}}
+	if err := c.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	// The local config alone could not even start: it asks for the linux
+	// backend on a machine without blade hardware.
+	cfgPath := filepath.Join(dir, "agent.yaml")
+	if err := os.WriteFile(cfgPath, []byte("hardware:\n  backend: linux\n  linux:\n    sysfsRoot: "+dir+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	started := make(chan *Daemon, 1)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- Run(runCtx, Options{
+			ConfigPath: cfgPath, StateDir: filepath.Join(dir, "state"),
+			Kubernetes: &KubernetesOptions{Config: env.Config, NodeName: "boot-blade"},
+			Started:    func(d *Daemon) { started <- d },
+		})
+	}()
+	var d *Daemon
+	select {
+	case d = <-started:
+	case err := <-errc:
+		t.Fatalf("Run: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("daemon did not start")
+	}
+	defer func() {
+		cancel()
+		<-errc
+	}()
+	if d.Config.Hardware.Backend != v1alpha1.BackendSimulated || d.Config.CriticalCelsius != 70 || d.Kube == nil {
+		t.Fatalf("started with %+v, want the BladeConfig's", d.Config)
+	}
+	if got := d.Agent.Status().Settings.CriticalCelsius; got != 70 {
+		t.Fatalf("agent threshold = %v, want 70", got)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		bl := &v1alpha1.Blade{}
+		err := c.Get(ctx, client.ObjectKey{Name: "boot-blade"}, bl)
+		if err == nil && bl.Status.Config != nil && bl.Status.Config.Name == "boot" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Blade never reported the BladeConfig: %v %+v", err, bl.Status.Config)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
