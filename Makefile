@@ -62,7 +62,7 @@ test: envtest-assets verify-generated vet ## Everything CI checks: vet, unit and
 	$(MAKE) --no-print-directory fuzz
 	@# hack/deploy is its own module: chart, manifests, Flux example and image.
 	cd hack/deploy && $(GO) vet ./... && KUBEBUILDER_ASSETS=$$(../../hack/k8s-tools.sh kube-apiserver etcd) ENVTEST_REQUIRED=1 \
-	  $(GO) test -race -count=1 ./...
+	  $(GO) test -race -count=1 -timeout 20m ./...
 
 # Deployment artefacts: the chart's generated files, the plain manifests and
 # the container image, made by hack/deploy (its own Go module: Helm SDK,
