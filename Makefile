@@ -109,6 +109,16 @@ bench-footprint: build build-standalone envtest-assets ## Agent memory and CPU o
 bench-operator: envtest-assets ## 1 000 Nodes, 3 BladeConfigs on a local API server: time to assign, writes, writes/min at steady state.
 	KUBEBUILDER_ASSETS=$$(hack/k8s-tools.sh kube-apiserver etcd) $(GO) run ./test/bench/operator $(BENCH_OPERATOR_ARGS)
 
+.PHONY: bench
+bench: build build-standalone envtest-assets ## Every benchmark, one table: footprint, Kubernetes-mode latency, 1 000-agent fleet, operator. BENCH_DOC=docs/performance.md also writes it there.
+	hack/bench.sh $(if $(BENCH_DOC),-o $(BENCH_DOC))
+
+.PHONY: reliability
+reliability: build envtest-assets ## Fault and bad-input suite (60 s API-server outage, kill -9, etcd restart, leader loss); prints a summary.
+	RELIABILITY_OUTAGE=$${RELIABILITY_OUTAGE:-60s} RELIABILITY_AGENT=$(BIN)/kubeblade-agent ENVTEST_REQUIRED=1 \
+	  KUBEBUILDER_ASSETS=$$(hack/k8s-tools.sh kube-apiserver etcd) \
+	  $(GO) test -count=1 -timeout 20m -v ./test/reliability/ | grep -v -e '^=== ' -e '^    --- PASS'
+
 .PHONY: clean
 clean: ## Remove build outputs (keeps the cached control-plane binaries).
 	rm -rf $(addprefix $(BIN)/,$(BINARIES)) $(BIN)/kubectl-blade dist

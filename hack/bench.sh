@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Runs every kubeblade benchmark one after the other (they share a small
+# machine, so never in parallel) and prints one table: agent footprint,
+# Kubernetes-mode latencies and writes, the 1 000-blade fleet and the
+# operator's assignment harness. With -o FILE it also writes the table, with
+# the machine it ran on, as Markdown to FILE (docs/performance.md).
+#
+# Knobs (environment): BENCH_FOOTPRINT_SECONDS (60), BENCH_BENCHTIME (50x),
+# BENCH_AGENTS (1000), BENCH_FLEET_WINDOW (5m), BENCH_FLEET_QUIET (90s),
+# BENCH_OPERATOR_NODES (1000), BENCH_OPERATOR_STEADY (60s).
+# Expects `make build build-standalone envtest-assets` to have run (make bench does).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -o) out="$2"; shift 2 ;;
+    *) echo "usage: $0 [-o docs/performance.md]" >&2; exit 2 ;;
+  esac
+done
+
+export KUBEBUILDER_ASSETS="${KUBEBUILDER_ASSETS:-$(hack/k8s-tools.sh kube-apiserver etcd)}"
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+fsecs="${BENCH_FOOTPRINT_SECONDS:-60}"
+agents="${BENCH_AGENTS:-1000}"
+opnodes="${BENCH_OPERATOR_NODES:-1000}"
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+
+step() { echo "== $*" >&2; }
+run() { # name, command...: keep the log, show it, fail loudly
+  local name=$1; shift
+  if ! "$@" >"$logs/$name" 2>&1; then
+    cat "$logs/$name" >&2
+    echo "bench: $name failed" >&2
+    exit 1
+  fi
+  sed 's/^/   /' "$logs/$name" >&2
+}
+
+go build -o bin/kubeenv ./hack/kubeenv
+step "footprint: lean standalone agent (-tags nokube), ${fsecs} s"
+run fp-lean env AGENT=bin/kubeblade-agent-standalone FOOTPRINT_SECONDS="$fsecs" hack/footprint.sh
+step "footprint: full agent, standalone, ${fsecs} s"
+run fp-full env AGENT=bin/kubeblade-agent FOOTPRINT_SECONDS="$fsecs" hack/footprint.sh
+step "footprint: full agent, Kubernetes mode, ${fsecs} s"
+run fp-kube env AGENT=bin/kubeblade-agent FOOTPRINT_KUBERNETES=1 FOOTPRINT_SECONDS="$fsecs" hack/footprint.sh
+step "Kubernetes-mode latency and writes (go test -bench, ${BENCH_BENCHTIME:-50x})"
+run gobench go test ./internal/kubeagent/ -run '^$' -bench . -benchtime "${BENCH_BENCHTIME:-50x}" -count 1
+step "fleet: $agents simulated agents in one process against one API server"
+run fleet go run ./test/bench/fleet -agents "$agents" -window "${BENCH_FLEET_WINDOW:-5m}" -quiet "${BENCH_FLEET_QUIET:-90s}"
+step "operator: $opnodes Nodes, 3 BladeConfigs"
+run operator go run ./test/bench/operator -nodes "$opnodes" -steady "${BENCH_OPERATOR_STEADY:-60s}"
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# Extraction: each harness prints fixed phrases (see their sources).
+rss() { awk '/RSS now/{gsub(/[(),]/,""); printf "%s MiB (anon %s, file %s)", $3, $6, $9}' "$logs/$1"; }
+cpu() { awk '/CPU /{printf "%s %%", $2}' "$logs/$1"; }
+metric() { awk -v b="$1" -v u="$2" '$1 ~ "^"b"-" {for (i = 3; i < NF; i++) if ($(i+1) == u) print $i}' "$logs/gobench"; }
+fleet() { sed -n 's/.*fleet-result //p' "$logs/fleet" | tr ' ' '\n' | awk -F= -v k="$1" '$1 == k {print $2}'; }
+opassign=$(sed -n 's/^all [0-9]* nodes assigned after \([^;]*\);.*after \(.*\)$/\1 (statuses accounted: \2)/p' "$logs/operator")
+opsteady=$(sed -n 's/^steady state: \([0-9.]*\) writes\/min excluding.*(\([0-9.]*\)\/min including them)/\1 writes\/min (\2 with lease renewals)/p' "$logs/operator")
+fwin=$(fleet window_s)
+
+table=$(cat <<EOF
+| measurement | result | target |
+|---|---|---|
+| agent RSS, lean standalone (\`-tags nokube\`) | $(rss fp-lean) | ≤ 15 MiB |
+| agent CPU, lean standalone | $(cpu fp-lean) of one core | ≤ 0.2 % |
+| agent RSS, full build, standalone | $(rss fp-full) | ≤ 15 MiB |
+| agent CPU, full build, standalone | $(cpu fp-full) of one core | ≤ 0.2 % |
+| agent RSS, Kubernetes mode | $(rss fp-kube) | ≤ 35 MiB |
+| agent CPU, Kubernetes mode | $(cpu fp-kube) of one core | |
+| annotation → hardware p50 / p99 | $(metric BenchmarkAnnotationToHardware p50-ms) / $(metric BenchmarkAnnotationToHardware p99-ms) ms | p99 ≤ 200 ms |
+| button → stored Event p50 / p99 | $(metric BenchmarkButtonToStoredEvent p50-ms) / $(metric BenchmarkButtonToStoredEvent p99-ms) ms | p99 ≤ 200 ms |
+| API writes per agent, constant temperature | $(metric BenchmarkWritesPerHour writes/hour) per hour | ≤ 15 |
+| fleet of $(fleet agents): all Blade objects exist | $(fleet blades_s) s (all report config gen 1: $(fleet gen1_s) s) | |
+| fleet: BladeConfig change applied by all | $(fleet config_s) s | ≤ 10 s |
+| fleet: API writes at steady state | $(fleet writes_per_min)/min = $(fleet writes_per_blade_5min) per blade per 5 min (${fwin} s window) | ≤ 1 per blade per 5 min |
+| fleet: memory per agent | $(fleet heap_kib) KiB heap in use, $(fleet sys_kib) KiB runtime Sys | |
+| fleet: CPU at steady state, all agents | $(fleet cpu_pct) % of one core | |
+| operator: $opnodes Nodes assigned | $opassign | ≤ 10 s |
+| operator: writes at steady state | $opsteady | 0 |
+EOF
+)
+
+cpu_model=$(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)
+mem=$(awk '/^MemTotal:/{printf "%.1f GiB", $2/1048576}' /proc/meminfo)
+machine="$(nproc) CPUs ($cpu_model), $mem RAM, $(go version | cut -d' ' -f3-), $(uname -sr); $(date -u '+%Y-%m-%d %H:%M UTC'); commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown); load average $load_before before, $load_after after"
+echo
+echo "kubeblade benchmarks — $machine"
+echo
+echo "$table"
+
+if [ -n "$out" ]; then
+  {
+    cat <<EOF
+# Performance
+
+Measured by \`make bench\` (\`hack/bench.sh -o docs/performance.md\` rewrites this file).
+Each part is a harness that prints figures; none is a timed test. Parts run one after
+the other, never in parallel.
+
+## Latest run
+
+Machine: $machine.
+
+$table
+
+The machine is shared: a load average above the CPU count means other work competed
+for the cores during the run, which inflates every latency and throughput figure above.
+
+## What each line measures
+
+- **agent RSS/CPU** — \`hack/footprint.sh\` (also \`make bench-footprint\`): the agent on a
+  simulated blade for ${fsecs} s after a 5 s warm-up; RSS split into anonymous memory (the
+  agent's own) and file-backed pages (the binary's code, shared and reclaimable). The
+  Kubernetes-mode run talks to a local kube-apiserver and etcd (\`hack/kubeenv\`).
+- **annotation → hardware, button → stored Event, writes per hour** — Go benchmarks in
+  \`internal/kubeagent/bench_test.go\` against a real API server (envtest).
+  Writes per hour run one simulated hour on a fake clock at constant temperature.
+- **fleet** — \`test/bench/fleet\`: $(fleet agents) agents in one process (each a simulated
+  blade, an agent loop and a Kubernetes reporter with its own clients, rate limiter
+  and two watches) against one kube-apiserver and etcd on the same machine. The API
+  server's \`--max-requests-inflight\`/\`--max-mutating-requests-inflight\` are raised to
+  3000/1000. Nodes are created labelled \`kubeblade.io/config=fleet\` first. "All Blade
+  objects exist" counts from the agents' start; the config change (fan curve and idle
+  colour) counts from the update until every Blade reports generation 2 in
+  \`status.config\`. Steady-state writes are counted from each reporter's \`Stats().Writes\`
+  over one heartbeat period (5 min), after waiting past the one temperature-drift write
+  a config change causes a minute later (\`MinInterval\`); at steady state a blade writes
+  only its heartbeat. Memory per agent is the Go heap in use (and runtime \`Sys\`) after
+  the run minus before the fleet started, divided by the number of agents; the API
+  server's and etcd's memory is not included.
+- **operator** — \`test/bench/operator\` (also \`make bench-operator\`): 1 000 Nodes and three
+  overlapping BladeConfigs; time until every Node carries the right label and every
+  BladeConfig status accounts for its Nodes; writes per minute once settled.
+EOF
+  } >"$out"
+  echo
+  echo "wrote $out"
+fi

@@ -1,0 +1,360 @@
+// Command fleet runs a fleet of simulated blades in one process, each a
+// real agent (simulated backend, agent loop, Kubernetes reporter with its
+// own clients and watches), against one local API server (envtest), and
+// measures what the fleet costs the cluster: the time until every Blade
+// object exists, the time for a BladeConfig change to reach every blade,
+// API writes per minute at steady state and memory per agent.
+//
+//	go run ./test/bench/fleet [-agents 1000] [-settle 15s] [-quiet 90s] [-window 5m]
+//
+// Steady state is what a settled blade costs: a heartbeat every 5 min.
+// A config change moves the temperature, which is written once more
+// MinInterval (1 min) later; -quiet waits past that, and the default
+// window of one heartbeat period counts each blade's heartbeat once.
+//
+// It prints human-readable progress and, last, one "fleet-result" line of
+// key=value pairs that hack/bench.sh turns into the benchmark table.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/agent"
+	"github.com/kubeblade/kubeblade/internal/config"
+	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
+	"github.com/kubeblade/kubeblade/internal/kubeagent"
+	"github.com/kubeblade/kubeblade/internal/operator"
+	"github.com/kubeblade/kubeblade/internal/testenv"
+)
+
+const configName = "fleet"
+
+func main() {
+	agents := flag.Int("agents", 1000, "simulated blades (and Nodes)")
+	settle := flag.Duration("settle", 15*time.Second, "wait after start-up before changing the BladeConfig")
+	quiet := flag.Duration("quiet", 90*time.Second, "wait after the config change before counting steady-state writes: past the one temperature-drift write MinInterval (1m) after it")
+	window := flag.Duration("window", 5*time.Minute, "steady-state window; one heartbeat period (5m) counts every blade's heartbeat once")
+	timeout := flag.Duration("timeout", 5*time.Minute, "give up on a phase after this long")
+	flag.Parse()
+	if err := run(*agents, *settle, *quiet, *window, *timeout); err != nil {
+		fmt.Fprintln(os.Stderr, "fleet:", err)
+		os.Exit(1)
+	}
+}
+
+// startControlPlane is testenv.Start with the API server's in-flight limits
+// raised: every agent holds two watches and starts with a burst of writes.
+// The harness's client is in system:masters, which API Priority and
+// Fairness exempts, so these flags are the limits that matter.
+func startControlPlane() (*envtest.Environment, *rest.Config, error) {
+	dir, err := testenv.AssetsDir()
+	if err != nil {
+		return nil, nil, err
+	}
+	e := &envtest.Environment{
+		BinaryAssetsDirectory: dir,
+		CRDDirectoryPaths:     []string{testenv.RepoRoot() + "/config/crd/bases"},
+		ErrorIfCRDPathMissing: true,
+	}
+	e.ControlPlane.GetAPIServer().Configure().
+		Set("max-requests-inflight", "3000").
+		Set("max-mutating-requests-inflight", "1000")
+	cfg, err := e.Start()
+	if err != nil {
+		return nil, nil, fmt.Errorf("starting envtest with binaries from %s: %w", dir, err)
+	}
+	return e, cfg, nil
+}
+
+type blade struct {
+	sim *simulated.Blade
+	rep *kubeagent.Reporter
+}
+
+func run(n int, settle, quiet, window, timeout time.Duration) error {
+	ctrllog.SetLogger(logr.Discard())
+	klog.SetLogger(logr.Discard())
+	env, cfg, err := startControlPlane()
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	adminCfg := rest.CopyConfig(cfg)
+	adminCfg.QPS, adminCfg.Burst = 2000, 4000
+	admin, err := client.New(adminCfg, client.Options{Scheme: operator.Scheme()})
+	if err != nil {
+		return err
+	}
+	bc := &kbv1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: configName}}
+	if err := admin.Create(ctx, bc); err != nil {
+		return err
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("blade-%04d", i)
+	}
+	start := time.Now()
+	if err := parallel(32, names, func(name string) error {
+		return admin.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			"kubernetes.io/arch": "arm64", kbv1.LabelConfig: configName,
+		}}})
+	}); err != nil {
+		return fmt.Errorf("creating Nodes: %w", err)
+	}
+	fmt.Printf("fixture: %d Nodes labelled %s=%s and BladeConfig %s created in %s\n",
+		n, kbv1.LabelConfig, configName, configName, time.Since(start).Round(time.Millisecond))
+
+	// The harness watches Blades through one informer: counting them is a
+	// local read, not a list of 1 000 objects every poll.
+	blades := newBladeWatch(ctx, adminCfg)
+
+	settings, err := config.Settings(config.Default())
+	if err != nil {
+		return err
+	}
+	memBefore := memStats()
+	agentCfg := rest.CopyConfig(cfg) // client-go's default QPS 5/burst 10, per agent: as a real agent
+	fleet := make([]blade, n)
+	var runErr atomic.Value
+	var wg sync.WaitGroup
+	start = time.Now()
+	for i, name := range names {
+		// A short thermal time constant lets the fleet reach equilibrium
+		// quickly, so "steady state" is reached in seconds, not minutes.
+		sim := simulated.New(simulated.Options{Load: 0.2, TimeConstant: 2 * time.Second})
+		a, err := agent.New(agent.Options{Backend: sim, Settings: settings, ConfigName: "fleet-local", Version: "bench"})
+		if err != nil {
+			return err
+		}
+		rep, err := kubeagent.New(kubeagent.Options{Config: agentCfg, NodeName: name, Agent: a, Local: config.Default()})
+		if err != nil {
+			return err
+		}
+		fleet[i] = blade{sim: sim, rep: rep}
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if err := a.Run(ctx); err != nil {
+				runErr.Store(err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if err := rep.Run(ctx); err != nil {
+				runErr.Store(err)
+			}
+		}()
+	}
+	defer func() { cancel(); wg.Wait() }()
+
+	tBlades, err := waitFor(timeout, func() bool { c, _ := blades.count(0); return c >= n })
+	if err != nil {
+		c, _ := blades.count(0)
+		return fmt.Errorf("only %d of %d Blades after %s", c, n, timeout)
+	}
+	fmt.Printf("all %d Blade objects exist %s after the agents started\n", n, tBlades.Round(time.Millisecond))
+	tGen1, err := waitFor(timeout, func() bool { _, c := blades.count(1); return c >= n })
+	tGen1 += tBlades
+	if err != nil {
+		return fmt.Errorf("BladeConfig generation 1 not reported by all: %w", err)
+	}
+	fmt.Printf("all %d Blades report BladeConfig %s generation 1 %s after the agents started\n", n, configName, tGen1.Round(time.Millisecond))
+	if e := runErr.Load(); e != nil {
+		return e.(error)
+	}
+
+	// Let the start-up writes (Events, labels, condition) drain before the
+	// change, so the change is timed on its own.
+	time.Sleep(settle)
+	if err := admin.Get(ctx, client.ObjectKey{Name: configName}, bc); err != nil {
+		return err
+	}
+	bc.Spec.Agent.LEDs.IdleColor = "#0000ff"
+	bc.Spec.Agent.FanCurve = []kbv1.FanCurveStep{{TemperatureCelsius: 35, Percent: 30}, {TemperatureCelsius: 60, Percent: 100}}
+	start = time.Now()
+	if err := admin.Update(ctx, bc); err != nil {
+		return err
+	}
+	if bc.Generation != 2 {
+		return fmt.Errorf("BladeConfig generation is %d after the update, want 2", bc.Generation)
+	}
+	tConfig, err := waitFor(timeout, func() bool { _, c := blades.count(2); return c >= n })
+	if err != nil {
+		_, c := blades.count(2)
+		return fmt.Errorf("only %d of %d Blades report generation 2 after %s", c, n, timeout)
+	}
+	fmt.Printf("BladeConfig change applied by all %d blades (Blade.status.config generation 2) %s after the update\n",
+		n, tConfig.Round(time.Millisecond))
+
+	fmt.Printf("waiting %s for the change's temperature drift to be written, then counting API writes for %s...\n", quiet, window)
+	time.Sleep(quiet)
+	w0, cpu0, t0 := writes(fleet), processCPU(), time.Now()
+	time.Sleep(window) // the measurement window itself
+	w1, cpu1, elapsed := writes(fleet), processCPU(), time.Since(t0)
+	perMin := float64(w1-w0) / elapsed.Minutes()
+	fmt.Printf("steady state: %d writes in %s = %.1f writes/min (%.3f per blade per 5 min; target <= 1)\n",
+		w1-w0, elapsed.Round(time.Second), perMin, float64(w1-w0)/float64(n)/(elapsed.Minutes()/5))
+	cpuPct := 100 * (cpu1 - cpu0).Seconds() / elapsed.Seconds()
+	fmt.Printf("harness CPU at steady state: %.1f %% of one core for %d agents (%.3f %% per agent)\n", cpuPct, n, cpuPct/float64(n))
+
+	memAfter := memStats()
+	heapPer := float64(memAfter.HeapInuse-memBefore.HeapInuse) / float64(n) / 1024
+	sysPer := float64(memAfter.Sys-memBefore.Sys) / float64(n) / 1024
+	fmt.Printf("memory per agent: heap in use %.1f KiB, runtime Sys %.1f KiB (process RSS %.1f MiB, %d goroutines)\n",
+		heapPer, sysPer, float64(rssKiB())/1024, runtime.NumGoroutine())
+	if e := runErr.Load(); e != nil {
+		return e.(error)
+	}
+
+	fmt.Printf("fleet-result agents=%d blades_s=%.2f gen1_s=%.2f config_s=%.2f writes_per_min=%.1f writes_per_blade_5min=%.3f window_s=%.0f heap_kib=%.1f sys_kib=%.1f cpu_pct=%.1f\n",
+		n, tBlades.Seconds(), tGen1.Seconds(), tConfig.Seconds(), perMin, float64(w1-w0)/float64(n)/(elapsed.Minutes()/5),
+		elapsed.Seconds(), heapPer, sysPer, cpuPct)
+	return nil
+}
+
+// bladeWatch counts Blades, and Blades reporting a BladeConfig generation.
+type bladeWatch struct{ store toolscache.Store }
+
+func newBladeWatch(ctx context.Context, cfg *rest.Config) *bladeWatch {
+	dc := dynamic.NewForConfigOrDie(cfg)
+	f := dynamicinformer.NewDynamicSharedInformerFactory(dc, 0)
+	inf := f.ForResource(schema.GroupVersionResource{Group: kbv1.GroupVersion.Group, Version: kbv1.GroupVersion.Version, Resource: "blades"})
+	go inf.Informer().RunWithContext(ctx)
+	return &bladeWatch{store: inf.Informer().GetStore()}
+}
+
+// count returns how many Blades exist and how many report generation gen
+// of the fleet's BladeConfig.
+func (w *bladeWatch) count(gen int64) (all, atGen int) {
+	for _, o := range w.store.List() {
+		all++
+		u, ok := o.(interface{ UnstructuredContent() map[string]any })
+		if !ok {
+			continue
+		}
+		st, _ := u.UnstructuredContent()["status"].(map[string]any)
+		c, _ := st["config"].(map[string]any)
+		if c["name"] == configName && toInt(c["generation"]) == gen {
+			atGen++
+		}
+	}
+	return all, atGen
+}
+
+func toInt(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case float64:
+		return int64(x)
+	}
+	return -1
+}
+
+// waitFor polls cond (a local read) every 50 ms and returns how long it
+// took to hold.
+func waitFor(timeout time.Duration, cond func() bool) (time.Duration, error) {
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > timeout {
+			return 0, fmt.Errorf("timed out after %s", timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return time.Since(start), nil
+}
+
+func parallel(workers int, items []string, fn func(string) error) error {
+	ch := make(chan string)
+	var wg sync.WaitGroup
+	var first atomic.Value
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := range ch {
+				if err := fn(it); err != nil {
+					first.CompareAndSwap(nil, err)
+				}
+			}
+		}()
+	}
+	for _, it := range items {
+		ch <- it
+	}
+	close(ch)
+	wg.Wait()
+	if e := first.Load(); e != nil {
+		return e.(error)
+	}
+	return nil
+}
+
+func writes(fleet []blade) uint64 {
+	var w uint64
+	for _, b := range fleet {
+		w += b.rep.Stats().Writes
+	}
+	return w
+}
+
+func memStats() runtime.MemStats {
+	runtime.GC()
+	debug.FreeOSMemory()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m
+}
+
+func processCPU() time.Duration {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ is 100 on Linux
+}
+
+func rssKiB() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			v, _ := strconv.ParseInt(strings.Fields(l)[1], 10, 64)
+			return v
+		}
+	}
+	return 0
+}
