@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/kubeblade/kubeblade/internal/operator/opmetrics"
 	"github.com/kubeblade/kubeblade/internal/pki"
 )
 
@@ -137,6 +138,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if err := r.Client.Create(ctx, s); err != nil {
 			return ctrl.Result{}, err // AlreadyExists: another writer won; retried
 		}
+		opmetrics.CertificateExpiry.WithLabelValues("ca").Set(float64(notAfter.Unix()))
 		log.Info("created the certificate authority", "secret", r.key(), "notAfter", notAfter)
 		r.event(s, corev1.EventTypeNormal, ReasonCreated, "Created CA valid until %s", notAfter.Format(time.RFC3339))
 		return r.requeue(notAfter, now), nil
@@ -145,6 +147,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	a, perr := parse(s)
+	if perr == nil {
+		opmetrics.CertificateExpiry.WithLabelValues("ca").Set(float64(a.CA.Cert.NotAfter.Unix()))
+	}
 	if perr == nil && !pki.NeedsRenewal(a.CA.Cert, now) {
 		return ctrl.Result{RequeueAfter: min(maxRequeue, pki.RenewalTime(a.CA.Cert).Sub(now))}, nil
 	}
@@ -164,6 +169,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Update(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
+	opmetrics.CertificateExpiry.WithLabelValues("ca").Set(float64(notAfter.Unix()))
 	log.Info("rotated the certificate authority", "secret", r.key(), "notAfter", notAfter)
 	r.event(s, corev1.EventTypeNormal, ReasonRotated, "Rotated CA; the new one is valid until %s", notAfter.Format(time.RFC3339))
 	return r.requeue(notAfter, now), nil

@@ -1,9 +1,12 @@
 package ca
 
 import (
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"context"
 	"crypto/x509"
 	"encoding/pem"
+	"github.com/kubeblade/kubeblade/internal/operator/opmetrics"
 	"testing"
 	"time"
 
@@ -53,6 +56,9 @@ func TestCreateAndRotate(t *testing.T) {
 	second, _ := Load(ctx, c, key)
 	if second.CA.Cert.Equal(first.CA.Cert) {
 		t.Fatal("not rotated")
+	}
+	if got := testutil.ToFloat64(opmetrics.CertificateExpiry.WithLabelValues("ca")); got != float64(second.CA.Cert.NotAfter.Unix()) {
+		t.Errorf("expiry metric = %v, want the new CA's %v", got, second.CA.Cert.NotAfter.Unix())
 	}
 	if got := countCerts(second.BundlePEM); got != 2 {
 		t.Errorf("bundle holds %d certificates, want the new and the old CA", got)

@@ -24,6 +24,12 @@ var (
 		Name: "kubeblade_operator_certificates_refused_total",
 		Help: "CertificateSigningRequests the operator denied or failed, by signer name.",
 	}, []string{"signer"})
+	// CertificateExpiry is when each certificate the operator keeps expires;
+	// the chart's PrometheusRule alerts on it.
+	CertificateExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kubeblade_certificate_expiry_timestamp_seconds",
+		Help: "Expiry time (Unix seconds) of a kubeblade certificate, by certificate.",
+	}, []string{"certificate"})
 	// NodeLabelWrites counts Node label patches issued by the assignment.
 	NodeLabelWrites = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "kubeblade_operator_node_label_writes_total",
@@ -32,5 +38,5 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(AssignedNodes, CertificatesSigned, CertificatesDenied, NodeLabelWrites)
+	metrics.Registry.MustRegister(AssignedNodes, CertificatesSigned, CertificatesDenied, CertificateExpiry, NodeLabelWrites)
 }
