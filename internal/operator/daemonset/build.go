@@ -118,7 +118,7 @@ func Build(bc *kbv1.BladeConfig, d Defaults) *appsv1ac.DaemonSetApplyConfigurati
 		// Privileged: the GPIO character devices, PWM and LED class files
 		// under /dev and /sys belong to root and are not in the default
 		// device cgroup allow-list.
-		WithSecurityContext(corev1ac.SecurityContext().WithPrivileged(true)).
+		WithSecurityContext(corev1ac.SecurityContext().WithPrivileged(true).WithRunAsUser(0)).
 		WithVolumeMounts(
 			corev1ac.VolumeMount().WithName("dev").WithMountPath("/dev"),
 			corev1ac.VolumeMount().WithName("sys").WithMountPath("/sys"),
