@@ -313,7 +313,9 @@ func (r *Reporter) onAnnotations(ctx context.Context, ann map[string]string) {
 			delete(r.seen, key)
 		}
 		if b, isBad := badKeys[key]; isBad {
-			if r.reported[key] != cur {
+			// Look the key up, not just the value: an empty bad value
+			// equals the map's zero value.
+			if prevBad, done := r.reported[key]; !done || prevBad != cur {
 				r.reported[key] = cur
 				r.events.Record(core.Event{Reason: kubeevents.ReasonInvalidAnnotation, Warning: true, Time: r.clk.Now(), Message: b.String()})
 				r.log.Warn("invalid annotation ignored", "annotation", key, "value", cur, "reason", b.Reason)

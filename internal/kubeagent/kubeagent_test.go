@@ -64,6 +64,15 @@ func TestInvalidAnnotationChangesNothingAndWarnsOncePerValue(t *testing.T) {
 		}
 		return n == 1, fmt.Sprint(n)
 	})
+	b.annotate(map[string]*string{v1alpha1.AnnotationStealth: ptr("")})
+	eventually(t, "a warning for an empty value", func() (bool, string) {
+		for _, e := range b.events("InvalidAnnotation") {
+			if strings.Contains(e.Note, `kubeblade.io/stealth=""`) {
+				return true, ""
+			}
+		}
+		return false, ""
+	})
 	for _, e := range b.events("InvalidAnnotation") {
 		if strings.Contains(e.Note, "fast") && e.Series != nil {
 			t.Fatalf("the same bad value was reported again: series %+v", e.Series)
