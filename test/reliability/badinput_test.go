@@ -55,6 +55,7 @@ func TestBadAnnotations(t *testing.T) {
 		{kbv1.AnnotationIdentify, "maybe"},
 		{kbv1.AnnotationIdentify, "yes"},
 		{kbv1.AnnotationIdentify, "1"},
+		{kbv1.AnnotationIdentify, ""},
 		{kbv1.AnnotationStealth, "on"},
 		{kbv1.AnnotationStealth, "TRUE!"},
 		{kbv1.AnnotationFanSpeed, "120"},
