@@ -56,13 +56,15 @@ vet: ## go vet (also of the -tags nokube build) and gofmt.
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: test
-test: envtest-assets verify-generated vet ## Everything CI checks: vet, unit and envtest suites under -race.
+test: envtest-assets verify-generated vet ## Everything CI checks: vet, unit and envtest suites under -race, then make e2e.
 	KUBEBUILDER_ASSETS=$$(hack/k8s-tools.sh kube-apiserver etcd) ENVTEST_REQUIRED=1 \
 	  $(GO) test -race -count=1 $(PKGS)
 	$(MAKE) --no-print-directory fuzz
 	@# hack/deploy is its own module: chart, manifests, Flux example and image.
 	cd hack/deploy && $(GO) vet ./... && KUBEBUILDER_ASSETS=$$(../../hack/k8s-tools.sh kube-apiserver etcd) ENVTEST_REQUIRED=1 \
 	  $(GO) test -race -count=1 -timeout 20m ./...
+	@# End-to-end: the built binaries as processes (see docs/development.md for the cost).
+	$(MAKE) --no-print-directory e2e
 
 # Deployment artefacts: the chart's generated files, the plain manifests and
 # the container image, made by hack/deploy (its own Go module: Helm SDK,
@@ -95,8 +97,26 @@ bench-hw: ## Go benchmarks of tach decoding and the smart fan unit codec.
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/tach/ ./internal/smartfan/
 
 .PHONY: demo
-demo: build ## Run an agent on a simulated blade and show what it does.
+demo: build ## A local cluster: control plane, 3 simulated blades, operator, agents; prints what to try (DEMO_SCRIPTED=1: walk through, check, exit).
+	hack/demo-cluster.sh
+
+.PHONY: demo-standalone
+demo-standalone: build ## Run one agent on a simulated blade without Kubernetes and show what it does.
 	hack/demo.sh
+
+# The end-to-end tests' cluster: the envtest pair plus the controllers that
+# roll out DaemonSets (built once into bin/k8s, like the rest).
+E2E_K8S_BINS := kube-apiserver etcd kube-controller-manager kube-scheduler
+# The "upgraded" operator of the upgrade test: the same code, another version.
+E2E_VERSION  := $(VERSION)-e2e-next
+
+.PHONY: e2e
+e2e: build ## End-to-end tests: the built operator, agents and bladectl as processes on a local cluster.
+	@hack/k8s-tools.sh $(E2E_K8S_BINS) >/dev/null
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS) -X github.com/kubeblade/kubeblade/internal/version.version=$(E2E_VERSION)" \
+	  -o $(BIN)/e2e/kubeblade-operator ./cmd/kubeblade-operator
+	KUBEBUILDER_ASSETS=$$(hack/k8s-tools.sh $(E2E_K8S_BINS)) KUBEBLADE_E2E=1 \
+	  $(GO) test -race -count=1 -v -timeout 15m ./test/e2e/
 
 .PHONY: bench-footprint
 bench-footprint: build build-standalone envtest-assets ## Agent memory and CPU over 60 s: lean standalone, full standalone, full in Kubernetes mode.

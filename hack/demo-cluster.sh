@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# make demo: a whole kubeblade cluster on this machine. etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler and kubectl built from source
+# (hack/k8s-tools.sh, cached in bin/k8s), three fake-kubelet blade Nodes,
+# the CRDs and a BladeConfig, kubeblade-operator, and one kubeblade-agent
+# process per blade on the simulated backend (hack/localcluster). Prints what
+# to try and keeps running until Ctrl-C, which stops and removes everything.
+#
+# DEMO_SCRIPTED=1 runs the walk-through instead, checks every step and exits
+# (0 when all worked).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+scripted="${DEMO_SCRIPTED:-0}"
+export PATH="$root/bin:$PATH"
+
+bold() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+run() { printf '\033[2m$ %s\033[0m\n' "$*"; "$@"; }
+fail() { echo "DEMO FAILED: $*" >&2; tail -n 20 "$dir"/cluster/logs/*.log >&2 2>/dev/null || true; exit 1; }
+# until_ok DESCRIPTION TIMEOUT_S 'SHELL CODE': evaluates the code (afresh
+# each time) until it succeeds.
+until_ok() {
+  local what=$1 timeout=$2 check=$3
+  local deadline=$(( $(date +%s) + timeout ))
+  until eval "$check" >/dev/null 2>&1; do
+    [ "$(date +%s)" -lt "$deadline" ] || fail "$what (not within ${timeout}s)"
+    sleep 0.2
+  done
+  echo "  ok: $what"
+}
+jp() { kubectl get "$1" -o "jsonpath=$2"; }
+sim() { curl -fsS --unix-socket "$DEMO_DIR/blades/$1/state/simulator.sock" -X POST "http://blade$2" >/dev/null; }
+event_seen() { kubectl get events -A --field-selector "involvedObject.name=$1,reason=$2" -o name | grep -q .; }
+condition() { jp "node/$1" "{.status.conditions[?(@.type==\"BladeThermalCritical\")].status}"; }
+
+echo "Building the control plane (cached in bin/k8s; the first build of each binary takes minutes)..."
+k8s=$(hack/k8s-tools.sh kube-apiserver etcd kube-controller-manager kube-scheduler kubectl)
+export PATH="$k8s:$PATH"
+go build -o bin/localcluster ./hack/localcluster
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/kubeblade-demo.XXXXXX")
+pid=""
+cleanup() {
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    echo; echo "Stopping agents, operator, controllers and control plane..."
+    kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
+  fi
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+bold "Starting the local cluster"
+start=$(date +%s)
+KUBEBUILDER_ASSETS="$k8s" bin/localcluster --dir "$dir/cluster" --env-file "$dir/env" >"$dir/localcluster.log" 2>&1 &
+pid=$!
+until [ -f "$dir/env" ]; do
+  kill -0 "$pid" 2>/dev/null || { cat "$dir/localcluster.log"; fail "localcluster exited"; }
+  [ $(( $(date +%s) - start )) -lt 300 ] || { cat "$dir/localcluster.log"; fail "cluster not ready in 300s"; }
+  sleep 0.5
+done
+# shellcheck disable=SC1091
+source "$dir/env"
+export KUBECONFIG DEMO_DIR
+echo "  up in $(( $(date +%s) - start ))s"
+export BLADECTL_CONFIG="$dir/bladectl.yaml"
+for n in $NODES; do
+  bladectl config add "$n" --server "unix://$DEMO_DIR/blades/$n/agent.sock" >/dev/null
+done
+# The built-in "local" blade is the agent socket of a real blade host.
+bladectl config remove local >/dev/null 2>&1 || true
+bladectl config use blade-1 >/dev/null
+
+cat <<EOF
+
+  kubeconfig       $KUBECONFIG
+  logs             $DEMO_DIR/logs/   (operator, one agent per blade, controllers)
+  blade state      $DEMO_DIR/blades/<node>/state   (simulator.sock: the blade's hardware)
+
+In another shell:
+
+  export KUBECONFIG=$KUBECONFIG PATH=$k8s:$root/bin:\$PATH BLADECTL_CONFIG=$BLADECTL_CONFIG
+  kubectl get nodes -L kubeblade.io/config,kubeblade.io/soc
+  kubectl get bladeconfigs; kubectl -n kubeblade-system get daemonsets,pods -o wide
+  bladectl get blades                       # or: kubectl get blades -o wide
+
+  # identify: the edge LED blinks; the Blade and an Event say so
+  kubectl annotate node blade-1 kubeblade.io/identify=true --overwrite
+  curl -s --unix-socket $DEMO_DIR/blades/blade-1/state/simulator.sock http://blade/state
+  # press the blade's button: confirms identify (annotation removed), Event ButtonPressed
+  curl -s -X POST --unix-socket $DEMO_DIR/blades/blade-1/state/simulator.sock http://blade/button
+  kubectl get events --field-selector involvedObject.name=blade-1
+
+  # heat blade-2: critical (fan 100 %, condition, taint, Warning Event), then recovery
+  curl -s -X POST --unix-socket $DEMO_DIR/blades/blade-2/state/simulator.sock 'http://blade/load?value=2'
+  kubectl get node blade-2 -w -o custom-columns='NAME:.metadata.name,CRITICAL:.status.conditions[?(@.type=="BladeThermalCritical")].status,TAINTS:.spec.taints[*].key'
+  curl -s -X POST --unix-socket $DEMO_DIR/blades/blade-2/state/simulator.sock 'http://blade/load?value=0.2'
+
+  # change the config: applied live, no restart (status.config.generation)
+  kubectl patch bladeconfig default --type merge -p '{"spec":{"agent":{"criticalCelsius":70}}}'
+  kubectl get blades -o custom-columns=NAME:.metadata.name,CONFIG:.status.config.name,GEN:.status.config.generation
+
+  # the agents' own gRPC API over their unix sockets, and the Kubernetes mode
+  bladectl --blade blade-1 status;  bladectl -A monitor
+  bladectl --node blade-1 status;   bladectl --node blade-3 identify
+EOF
+
+if [ "$scripted" != 1 ]; then
+  bold "Running. Ctrl-C stops everything and removes $dir"
+  wait "$pid"
+  exit 0
+fi
+
+bold "1. The operator rolled out one agent DaemonSet pod per blade"
+run kubectl get nodes -L kubeblade.io/config,kubeblade.io/soc
+run kubectl -n kubeblade-system get daemonsets
+n=$(echo "$NODES" | wc -w)
+until_ok "DaemonSet desired = ready = $n" 30 'test "$(kubectl -n kubeblade-system get ds kubeblade-agent-default -o '\''jsonpath={.status.desiredNumberScheduled}/{.status.numberReady}'\'')" = "$n/$n"'
+run kubectl get bladeconfigs
+run bladectl get blades
+bladectl get blades | grep -q 'blade-3' || fail "bladectl get blades lists no blade-3"
+
+bold "2. Annotate blade-1: identify starts (the edge LED blinks the identify colour)"
+run kubectl annotate node blade-1 kubeblade.io/identify=true --overwrite
+until_ok "Blade blade-1 reports identify" 10 'test "$(jp blade/blade-1 '\''{.status.identify}'\'')" = true'
+until_ok "IdentifyStarted Event" 10 'event_seen blade-1 IdentifyStarted'
+run bladectl --node blade-1 status
+
+bold "3. Press blade-1's button: identify confirmed, annotation removed, ButtonPressed Event"
+sim blade-1 /button
+until_ok "ButtonPressed Event" 10 'event_seen blade-1 ButtonPressed'
+until_ok "identify annotation removed" 10 'test -z "$(jp node/blade-1 '\''{.metadata.annotations.kubeblade\.io/identify}'\'')"'
+until_ok "Blade blade-1 identify off" 10 'test "$(jp blade/blade-1 '\''{.status.identify}'\'')" != true'
+run kubectl get events --field-selector involvedObject.name=blade-1 --sort-by=.eventTime
+
+bold "4. Overheat blade-2 (busy, 75 °C): critical, fan 100 %, tainted"
+sim blade-2 '/load?value=2'; sim blade-2 '/temperature?celsius=75'
+until_ok "BladeThermalCritical=True" 10 'test "$(condition blade-2)" = True'
+until_ok "taint kubeblade.io/thermal-critical" 10 'kubectl get node blade-2 -o jsonpath='\''{.spec.taints[*].key}'\'' | grep -q thermal-critical'
+until_ok "CriticalTemperature Event" 10 'event_seen blade-2 CriticalTemperature'
+run bladectl --blade blade-2 status
+bold "   Let it cool (idle, 40 °C): recovery"
+sim blade-2 '/load?value=0.2'; sim blade-2 '/temperature?celsius=40'
+until_ok "BladeThermalCritical=False" 10 'test "$(condition blade-2)" = False'
+until_ok "taint removed" 10 '! kubectl get node blade-2 -o jsonpath='\''{.spec.taints[*].key}'\'' | grep -q thermal-critical'
+until_ok "TemperatureNormal Event" 10 'event_seen blade-2 TemperatureNormal'
+
+bold "5. Change the BladeConfig: every agent applies it live, without a restart"
+pids=$(pgrep -f -d, "kubeblade-agent.*$DEMO_DIR" || true)
+run kubectl patch bladeconfig default --type merge -p '{"spec":{"agent":{"criticalCelsius":70}}}'
+gen=$(jp bladeconfig/default '{.metadata.generation}')
+for b in $NODES; do
+  until_ok "$b applied generation $gen" 20 'test "$(jp "blade/$b" '\''{.status.config.generation}'\'')" = "$gen"'
+done
+until_ok "BladeConfig Ready" 20 'test "$(jp bladeconfig/default '\''{.status.conditions[?(@.type=="Ready")].status}'\'')" = True'
+[ "$(pgrep -f -d, "kubeblade-agent.*$DEMO_DIR" || true)" = "$pids" ] || fail "agent processes changed"
+echo "  ok: same agent processes ($pids)"
+run kubectl get blades -o custom-columns=NAME:.metadata.name,CONFIG:.status.config.name,GEN:.status.config.generation
+run bladectl --blade blade-3 status -o json | grep "\"config\""
+
+bold "6. bladectl over the agents' unix sockets"
+run bladectl -A status
+run bladectl --blade blade-1 monitor --timeout 2s
+
+bold "Demo walk-through passed"

@@ -1,0 +1,179 @@
+// Package e2e drives kubeblade's real, built binaries through its user-facing
+// flows on a local cluster (internal/localcluster): etcd, kube-apiserver,
+// kube-controller-manager and kube-scheduler processes, fake-kubelet blade
+// Nodes, the kubeblade-operator process and one kubeblade-agent process per
+// simulated blade. It runs with `make e2e`, which builds everything first;
+// without KUBEBLADE_E2E=1 the package skips.
+//
+// Tests share one cluster and run in source order; each uses its own blade
+// where they could interfere, and TestOperatorUpgrade, which replaces the
+// operator, runs last. Every wait polls the API (or a process) with a
+// deadline; nothing sleeps to synchronise.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/localcluster"
+	"github.com/kubeblade/kubeblade/internal/testenv"
+)
+
+// Environment the package reads.
+const (
+	// EnvEnable must be 1 to run (make e2e sets it).
+	EnvEnable = "KUBEBLADE_E2E"
+	// EnvBin is the directory of the built binaries (default <repo>/bin).
+	EnvBin = "KUBEBLADE_E2E_BIN"
+	// EnvOperatorNext is the "upgraded" operator binary: the same code
+	// stamped with another version (default <bin>/e2e/kubeblade-operator).
+	EnvOperatorNext = "KUBEBLADE_E2E_OPERATOR_NEXT"
+)
+
+const bladeConfigName = "default"
+
+var (
+	cluster      *localcluster.Cluster
+	operatorProc *localcluster.Process
+	binDir       string
+	operatorNext string
+	// bladectlConfig names every blade's gRPC unix socket.
+	bladectlConfig string
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(EnvEnable) != "1" {
+		fmt.Fprintf(os.Stderr, "SKIP e2e: set %s=1 (make e2e builds the binaries and does)\n", EnvEnable)
+		os.Exit(0)
+	}
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	binDir = os.Getenv(EnvBin)
+	if binDir == "" {
+		binDir = filepath.Join(testenv.RepoRoot(), "bin")
+	}
+	operatorNext = os.Getenv(EnvOperatorNext)
+	if operatorNext == "" {
+		operatorNext = filepath.Join(binDir, "e2e", "kubeblade-operator")
+	}
+	for _, b := range []string{"kubeblade-agent", "kubeblade-operator", "bladectl"} {
+		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: %s missing in %s: run make e2e\n", b, binDir)
+			return 1
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var err error
+	cluster, err = localcluster.Start(ctx, localcluster.Options{BinDir: binDir, Logger: log})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: starting the cluster:", err)
+		return 1
+	}
+	code := 1
+	defer func() {
+		if code != 0 {
+			fmt.Fprintln(os.Stderr, cluster.Logs(40))
+		}
+		if err := cluster.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: stopping the cluster:", err)
+		}
+	}()
+	if err := setUp(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: setting up:", err)
+		return code
+	}
+	log.Info("e2e cluster ready", "took", time.Since(start).Round(100*time.Millisecond))
+	code = m.Run()
+	return code
+}
+
+// setUp installs the BladeConfig, starts the operator and one agent per
+// blade, and waits for the rollout.
+func setUp(ctx context.Context) error {
+	bc := &kbv1.BladeConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: bladeConfigName},
+		Spec: kbv1.BladeConfigSpec{Agent: kbv1.AgentConfig{
+			FanCurve:          []kbv1.FanCurveStep{{TemperatureCelsius: 45, Percent: 40}, {TemperatureCelsius: 55, Percent: 80}},
+			CriticalCelsius:   60,
+			HysteresisCelsius: 5,
+			TaintOnCritical:   true,
+		}},
+	}
+	localcluster.AgentStartSettings(&bc.Spec.Agent)
+	if err := cluster.Ctrl.Create(ctx, bc); err != nil {
+		return err
+	}
+	var err error
+	if operatorProc, err = cluster.StartOperator(localcluster.OperatorOptions{}); err != nil {
+		return err
+	}
+	for _, n := range cluster.Nodes {
+		if _, err := cluster.StartAgent(ctx, n); err != nil {
+			return err
+		}
+	}
+	if _, err := cluster.WaitRolledOut(ctx, bladeConfigName, 3*time.Minute); err != nil {
+		return err
+	}
+	bladectlConfig = filepath.Join(cluster.Dir, "bladectl.yaml")
+	for _, n := range cluster.Nodes {
+		if _, err := bladectl("config", "add", n, "--server", "unix://"+cluster.Agent(n).Socket); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bladectl runs the built bladectl against the cluster and the blades'
+// sockets and returns its combined output.
+func bladectl(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "bladectl"), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig, "BLADECTL_CONFIG="+bladectlConfig)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("bladectl %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// eventually polls cond every 100 ms until it reports done, failing the
+// test with what it last said when timeout passes first.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var last string
+	for {
+		done, detail := cond(ctx)
+		if done {
+			return
+		}
+		if detail != "" {
+			last = detail
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: not within %s; last seen: %s", what, timeout, last)
+		case <-tick.C:
+		}
+	}
+}
