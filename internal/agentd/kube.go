@@ -103,7 +103,7 @@ func bootstrapConfig(ctx context.Context, o Options, local v1alpha1.AgentConfig)
 	raw, err := json.Marshal(bc.Spec.Agent)
 	if err == nil {
 		var cfg v1alpha1.AgentConfig
-		if cfg, err = config.Parse(raw); err == nil {
+		if cfg, err = config.ParseEnv(raw, o.Environ); err == nil {
 			log.Info("starting with the assigned BladeConfig", "bladeConfig", name, "generation", bc.Generation)
 			return cfg
 		}
@@ -129,7 +129,7 @@ func newKubeReporter(o Options, a *agent.Agent, cfg v1alpha1.AgentConfig) (KubeR
 	klog.SetSlogLogger(o.Logger)
 	ctrllog.SetLogger(logr.FromSlogHandler(o.Logger.Handler()))
 	rep, err := kubeagent.New(kubeagent.Options{
-		Config: rc, NodeName: k.NodeName, Agent: a, Local: cfg,
+		Config: rc, NodeName: k.NodeName, Agent: a, Local: cfg, Environ: o.Environ,
 		Heartbeat: k.Heartbeat, MinInterval: k.MinInterval, Clock: o.Clock, Logger: o.Logger,
 	})
 	if err != nil {

@@ -58,6 +58,8 @@ func TestKubernetesModeStartsWithTheAssignedBladeConfig(t *testing.T) {
 	go func() {
 		errc <- Run(runCtx, Options{
 			ConfigPath: cfgPath, StateDir: filepath.Join(dir, "state"),
+			// A host's own override wins over the shared BladeConfig.
+			Environ: []string{"KUBEBLADE_GRPC_SOCKET_PATH=" + filepath.Join(dir, "override.sock")},
 			Kubernetes: &KubernetesOptions{Config: env.Config, NodeName: "boot-blade"},
 			Started:    func(d *Daemon) { started <- d },
 		})
@@ -76,6 +78,9 @@ func TestKubernetesModeStartsWithTheAssignedBladeConfig(t *testing.T) {
 	}()
 	if d.Config.Hardware.Backend != v1alpha1.BackendSimulated || d.Config.CriticalCelsius != 70 || d.Kube == nil {
 		t.Fatalf("started with %+v, want the BladeConfig's", d.Config)
+	}
+	if d.GRPCSocket != filepath.Join(dir, "override.sock") {
+		t.Fatalf("gRPC socket %q, want the environment's override", d.GRPCSocket)
 	}
 	if got := d.Agent.Status().Settings.CriticalCelsius; got != 70 {
 		t.Fatalf("agent threshold = %v, want 70", got)

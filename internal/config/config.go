@@ -120,8 +120,21 @@ func load(path string, environ []string) (v1alpha1.AgentConfig, []string, error)
 // Parse decodes and validates one YAML or JSON document over the defaults,
 // as a BladeConfig's spec.agent is applied.
 func Parse(raw []byte) (v1alpha1.AgentConfig, error) {
+	return ParseEnv(raw, nil)
+}
+
+// ParseEnv is Parse with the KUBEBLADE_* variables of environ laid on top,
+// as they are over the config file: a host's own overrides (a socket path,
+// a GPIO line) win over the BladeConfig shared by many blades.
+func ParseEnv(raw []byte, environ []string) (v1alpha1.AgentConfig, error) {
 	doc := map[string]any{}
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return v1alpha1.AgentConfig{}, err
+	}
+	if doc == nil {
+		doc = map[string]any{}
+	}
+	if _, err := applyEnv(doc, environ); err != nil {
 		return v1alpha1.AgentConfig{}, err
 	}
 	cfg, err := decode(doc)

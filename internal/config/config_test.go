@@ -218,3 +218,17 @@ func TestEnvStringFieldsAreVerbatim(t *testing.T) {
 		t.Fatalf("string fields: %+v %q %q", cfg.Hardware.Linux.Lines, cfg.Hardware.Linux.GPIOChip, cfg.LEDs.IdleColor)
 	}
 }
+
+func TestParseEnvOverridesTheDocument(t *testing.T) {
+	cfg, err := ParseEnv([]byte(`{"criticalCelsius": 65, "grpc": {"socketPath": "/shared.sock"}}`),
+		[]string{"KUBEBLADE_GRPC_SOCKET_PATH=/run/blade-2/agent.sock", "KUBEBLADE_SERVICE_HOST=10.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.CriticalCelsius != 65 || cfg.GRPC.SocketPath != "/run/blade-2/agent.sock" {
+		t.Fatalf("critical %d socket %q", cfg.CriticalCelsius, cfg.GRPC.SocketPath)
+	}
+	if _, err := ParseEnv([]byte(`{}`), []string{"KUBEBLADE_CRITICAL_CELSIUS=500"}); err == nil {
+		t.Fatal("an invalid override was accepted")
+	}
+}

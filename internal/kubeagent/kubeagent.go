@@ -51,6 +51,9 @@ type Options struct {
 	// Local is the agent's own (file/env) config, used while the Node is
 	// assigned to no BladeConfig.
 	Local v1alpha1.AgentConfig
+	// Environ holds KUBEBLADE_* overrides, laid over every BladeConfig as
+	// over the config file.
+	Environ []string
 	// Heartbeat is the longest time between Blade status writes.
 	Heartbeat time.Duration
 	// MinInterval is the shortest time between writes caused only by
@@ -257,7 +260,7 @@ func (r *Reporter) onConfig(ctx context.Context) {
 	raw, err := json.Marshal(bc.Spec.Agent)
 	var cfg v1alpha1.AgentConfig
 	if err == nil {
-		cfg, err = config.Parse(raw)
+		cfg, err = config.ParseEnv(raw, r.o.Environ)
 	}
 	if err != nil {
 		if r.badConfig != key {
