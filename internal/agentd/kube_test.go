@@ -59,7 +59,7 @@ func TestKubernetesModeStartsWithTheAssignedBladeConfig(t *testing.T) {
 		errc <- Run(runCtx, Options{
 			ConfigPath: cfgPath, StateDir: filepath.Join(dir, "state"),
 			// A host's own override wins over the shared BladeConfig.
-			Environ: []string{"KUBEBLADE_GRPC_SOCKET_PATH=" + filepath.Join(dir, "override.sock")},
+			Environ:    []string{"KUBEBLADE_GRPC_SOCKET_PATH=" + filepath.Join(dir, "override.sock")},
 			Kubernetes: &KubernetesOptions{Config: env.Config, NodeName: "boot-blade"},
 			Started:    func(d *Daemon) { started <- d },
 		})
