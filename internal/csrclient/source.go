@@ -77,10 +77,9 @@ type Options struct {
 // the operator's CA bundle to verify clients with.
 type Source struct {
 	o Options
+	pki.Holder
 
 	mu       sync.RWMutex
-	serving  *tls.Certificate
-	pool     *x509.CertPool
 	renewAt  time.Time
 	notAfter time.Time
 }
@@ -110,20 +109,6 @@ func New(ctx context.Context, o Options) (*Source, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// ServingCertificate implements pki.CertificateSource.
-func (s *Source) ServingCertificate() (*tls.Certificate, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.serving, nil
-}
-
-// ClientCAs implements pki.CertificateSource.
-func (s *Source) ClientCAs() (*x509.CertPool, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.pool, nil
 }
 
 // NotAfter is when the current certificate expires.
@@ -219,8 +204,8 @@ func (s *Source) Ensure(ctx context.Context) error {
 	if !pool.AppendCertsFromPEM(caPEM) {
 		return errors.New("no CA certificate in " + CABundle)
 	}
+	s.Set(&pair, pool)
 	s.mu.Lock()
-	s.serving, s.pool = &pair, pool
 	s.renewAt, s.notAfter = pki.RenewalTime(pair.Leaf), pair.Leaf.NotAfter
 	s.mu.Unlock()
 	return nil

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // CertificateSource is where a mutual-TLS server gets its serving
@@ -15,6 +16,36 @@ import (
 type CertificateSource interface {
 	ServingCertificate() (*tls.Certificate, error)
 	ClientCAs() (*x509.CertPool, error)
+}
+
+// Holder keeps a CertificateSource's current serving certificate and client
+// CAs and swaps them together on renewal, so no handshake pairs a new
+// certificate with old CAs. Sources embed it.
+type Holder struct {
+	mu      sync.RWMutex
+	serving *tls.Certificate
+	pool    *x509.CertPool
+}
+
+// Set installs a new serving certificate and client CA pool.
+func (h *Holder) Set(serving *tls.Certificate, pool *x509.CertPool) {
+	h.mu.Lock()
+	h.serving, h.pool = serving, pool
+	h.mu.Unlock()
+}
+
+// ServingCertificate implements CertificateSource.
+func (h *Holder) ServingCertificate() (*tls.Certificate, error) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.serving, nil
+}
+
+// ClientCAs implements CertificateSource.
+func (h *Holder) ClientCAs() (*x509.CertPool, error) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.pool, nil
 }
 
 // ServerTLSConfig is a TLS 1.3 server config that requires a client

@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -64,10 +63,7 @@ type Options struct {
 // Issuer owns the certificates in Dir.
 type Issuer struct {
 	o Options
-
-	mu      sync.RWMutex
-	serving *tls.Certificate
-	pool    *x509.CertPool
+	pki.Holder
 }
 
 var _ pki.CertificateSource = (*Issuer)(nil)
@@ -99,20 +95,6 @@ func New(o Options) (*Issuer, error) {
 		return nil, err
 	}
 	return i, nil
-}
-
-// ServingCertificate implements pki.CertificateSource.
-func (i *Issuer) ServingCertificate() (*tls.Certificate, error) {
-	i.mu.RLock()
-	defer i.mu.RUnlock()
-	return i.serving, nil
-}
-
-// ClientCAs implements pki.CertificateSource.
-func (i *Issuer) ClientCAs() (*x509.CertPool, error) {
-	i.mu.RLock()
-	defer i.mu.RUnlock()
-	return i.pool, nil
 }
 
 // BladectlConfigPath is where the admin's bladectl config is written.
@@ -172,9 +154,7 @@ func (i *Issuer) Ensure() error {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
-	i.mu.Lock()
-	i.serving, i.pool = &serving, pool
-	i.mu.Unlock()
+	i.Set(&serving, pool)
 	return nil
 }
 
