@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Generates the Kubernetes side of the API with the pinned controller-gen:
-# deepcopy functions for api/v1alpha1 and the CRD manifests in config/crd/bases.
+# deepcopy functions for api/v1alpha1 and api/agentconfig/v1alpha1, and the CRD manifests in config/crd/bases.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 ver=$(awk '$1=="sigs.k8s.io/controller-tools"{print $2}' "$root/hack/tools/controller-gen/go.mod")
@@ -12,7 +12,7 @@ if [ ! -x "$cg" ]; then
   mv "$cg.tmp" "$cg"
 fi
 cd "$root"
-"$cg" object paths=./api/v1alpha1/...
+"$cg" object paths=./api/v1alpha1/... paths=./api/agentconfig/v1alpha1/...
 rm -rf config/crd/bases
 "$cg" crd:maxDescLen=400 paths=./api/v1alpha1/... output:crd:artifacts:config=config/crd/bases
 # The operator's ClusterRole and namespaced Roles from the +kubebuilder:rbac

@@ -3,6 +3,8 @@ package v1alpha1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 )
 
 // BladeConfig condition types, readable by Flux and kstatus health checks.
@@ -67,7 +69,7 @@ type BladeConfigSpec struct {
 	Priority int32 `json:"priority,omitempty"`
 	// Agent is the agents' configuration, applied live without restarts.
 	// +optional
-	Agent AgentConfig `json:"agent,omitempty"`
+	Agent agentconfigv1.AgentConfig `json:"agent,omitempty"`
 	// DaemonSet shapes the agent DaemonSet.
 	// +optional
 	DaemonSet DaemonSetSpec `json:"daemonSet,omitempty"`

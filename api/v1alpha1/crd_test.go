@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/config"
 	"github.com/kubeblade/kubeblade/internal/testenv"
@@ -45,22 +46,22 @@ func TestBladeConfigValidation(t *testing.T) {
 	}{
 		"defaults": {func(s *v1alpha1.BladeConfigSpec) {}, ""},
 		"full valid": {func(s *v1alpha1.BladeConfigSpec) {
-			s.Agent.FanCurve = []v1alpha1.FanCurveStep{{TemperatureCelsius: 40, Percent: 20}, {TemperatureCelsius: 60, Percent: 100}}
+			s.Agent.FanCurve = []agentconfigv1.FanCurveStep{{TemperatureCelsius: 40, Percent: 20}, {TemperatureCelsius: 60, Percent: 100}}
 			s.Agent.CriticalCelsius, s.Agent.HysteresisCelsius = 70, 10
 			s.Agent.LEDs.IdleColor = "#00ff00"
 			s.DaemonSet.ImagePullPolicy = "IfNotPresent"
 		}, ""},
 		"percent 120": {func(s *v1alpha1.BladeConfigSpec) {
-			s.Agent.FanCurve = []v1alpha1.FanCurveStep{{TemperatureCelsius: 40, Percent: 120}}
+			s.Agent.FanCurve = []agentconfigv1.FanCurveStep{{TemperatureCelsius: 40, Percent: 120}}
 		}, "should be less than or equal to 100"},
 		"negative percent": {func(s *v1alpha1.BladeConfigSpec) {
-			s.Agent.FanCurve = []v1alpha1.FanCurveStep{{TemperatureCelsius: 40, Percent: -1}}
+			s.Agent.FanCurve = []agentconfigv1.FanCurveStep{{TemperatureCelsius: 40, Percent: -1}}
 		}, "should be greater than or equal to 0"},
 		"descending curve": {func(s *v1alpha1.BladeConfigSpec) {
-			s.Agent.FanCurve = []v1alpha1.FanCurveStep{{TemperatureCelsius: 55, Percent: 40}, {TemperatureCelsius: 45, Percent: 80}}
+			s.Agent.FanCurve = []agentconfigv1.FanCurveStep{{TemperatureCelsius: 55, Percent: 40}, {TemperatureCelsius: 45, Percent: 80}}
 		}, "fanCurve temperatures must ascend strictly"},
 		"duplicate temperature": {func(s *v1alpha1.BladeConfigSpec) {
-			s.Agent.FanCurve = []v1alpha1.FanCurveStep{{TemperatureCelsius: 45, Percent: 40}, {TemperatureCelsius: 45, Percent: 80}}
+			s.Agent.FanCurve = []agentconfigv1.FanCurveStep{{TemperatureCelsius: 45, Percent: 40}, {TemperatureCelsius: 45, Percent: 80}}
 		}, "fanCurve temperatures must ascend strictly"},
 		"hysteresis equal to critical": {func(s *v1alpha1.BladeConfigSpec) {
 			s.Agent.CriticalCelsius, s.Agent.HysteresisCelsius = 40, 40
@@ -82,7 +83,7 @@ func TestBladeConfigValidation(t *testing.T) {
 		}, "should be less than or equal to 65535"},
 		"too many steps": {func(s *v1alpha1.BladeConfigSpec) {
 			for i := 0; i < 17; i++ {
-				s.Agent.FanCurve = append(s.Agent.FanCurve, v1alpha1.FanCurveStep{TemperatureCelsius: int32(i), Percent: 50})
+				s.Agent.FanCurve = append(s.Agent.FanCurve, agentconfigv1.FanCurveStep{TemperatureCelsius: int32(i), Percent: 50})
 			}
 		}, "must have at most 16 items"},
 	}

@@ -64,6 +64,7 @@ func run(ctx context.Context, args []string) error {
 		out := fs.String("out", filepath.Join(root, "dist", "image"), "OCI layout directory to write")
 		version := fs.String("version", "v0.0.0-dev", "version for the image labels and ref name")
 		ldflags := fs.String("ldflags", "", "go build -ldflags (version stamping)")
+		tags := fs.String("tags", "", "go build -tags, comma-separated")
 		created := fs.Int64("created", 0, "creation time, Unix seconds (default: now)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
@@ -73,7 +74,7 @@ func run(ctx context.Context, args []string) error {
 			t = time.Unix(*created, 0).UTC()
 		}
 		start := time.Now()
-		idx, err := image.Build(ctx, image.Options{Root: root, Out: *out, Version: *version, LDFlags: *ldflags, Created: t, Log: os.Stderr})
+		idx, err := image.Build(ctx, image.Options{Root: root, Out: *out, Version: *version, LDFlags: *ldflags, Tags: *tags, Created: t, Log: os.Stderr})
 		if err != nil {
 			return err
 		}

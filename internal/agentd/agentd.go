@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
 
-	"github.com/kubeblade/kubeblade/api/v1alpha1"
+	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/agent"
 	"github.com/kubeblade/kubeblade/internal/config"
 	"github.com/kubeblade/kubeblade/internal/core"
@@ -65,7 +65,7 @@ type KubeReporter interface {
 // Daemon is a running agent process.
 type Daemon struct {
 	Agent     *agent.Agent
-	Config    v1alpha1.AgentConfig
+	Config    agentconfigv1.AgentConfig
 	Simulated *simulated.Blade
 	// MetricsAddr is the bound metrics address, empty when disabled.
 	MetricsAddr string

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/agent"
 	"github.com/kubeblade/kubeblade/internal/config"
@@ -69,7 +70,7 @@ func (k *KubernetesOptions) restConfig() (*rest.Config, error) {
 // bootstrapConfig returns the agent config of the BladeConfig this Node is
 // assigned to, or local when there is none or the API server does not
 // answer soon: a blade must start protecting itself without the cluster.
-func bootstrapConfig(ctx context.Context, o Options, local v1alpha1.AgentConfig) v1alpha1.AgentConfig {
+func bootstrapConfig(ctx context.Context, o Options, local agentconfigv1.AgentConfig) agentconfigv1.AgentConfig {
 	log := o.Logger
 	rc, err := o.Kubernetes.restConfig()
 	if err != nil {
@@ -102,7 +103,7 @@ func bootstrapConfig(ctx context.Context, o Options, local v1alpha1.AgentConfig)
 	}
 	raw, err := json.Marshal(bc.Spec.Agent)
 	if err == nil {
-		var cfg v1alpha1.AgentConfig
+		var cfg agentconfigv1.AgentConfig
 		if cfg, err = config.ParseEnv(raw, o.Environ); err == nil {
 			log.Info("starting with the assigned BladeConfig", "bladeConfig", name, "generation", bc.Generation)
 			return cfg
@@ -115,7 +116,7 @@ func bootstrapConfig(ctx context.Context, o Options, local v1alpha1.AgentConfig)
 // bootstrapTimeout bounds how long start-up waits for the API server.
 const bootstrapTimeout = 10 * time.Second
 
-func newKubeReporter(o Options, a *agent.Agent, cfg v1alpha1.AgentConfig) (KubeReporter, prometheus.Collector, error) {
+func newKubeReporter(o Options, a *agent.Agent, cfg agentconfigv1.AgentConfig) (KubeReporter, prometheus.Collector, error) {
 	k := o.Kubernetes
 	if k.NodeName == "" {
 		return nil, nil, errors.New("kubernetes mode needs the node name: set NODE_NAME (the DaemonSet does, from spec.nodeName) or --node-name")

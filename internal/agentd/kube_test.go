@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/testenv"
 )
@@ -35,7 +36,7 @@ func TestKubernetesModeStartsWithTheAssignedBladeConfig(t *testing.T) {
 	}
 	bc := &v1alpha1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: "boot"}}
 	bc.Spec.Agent.CriticalCelsius = 70
-	bc.Spec.Agent.Hardware.Backend = v1alpha1.BackendSimulated
+	bc.Spec.Agent.Hardware.Backend = agentconfigv1.BackendSimulated
 	dir := t.TempDir()
 	bc.Spec.Agent.Metrics.BindAddress = "127.0.0.1:0"
 	bc.Spec.Agent.GRPC.SocketPath = filepath.Join(dir, "agent.sock")
@@ -76,7 +77,7 @@ func TestKubernetesModeStartsWithTheAssignedBladeConfig(t *testing.T) {
 		cancel()
 		<-errc
 	}()
-	if d.Config.Hardware.Backend != v1alpha1.BackendSimulated || d.Config.CriticalCelsius != 70 || d.Kube == nil {
+	if d.Config.Hardware.Backend != agentconfigv1.BackendSimulated || d.Config.CriticalCelsius != 70 || d.Kube == nil {
 		t.Fatalf("started with %+v, want the BladeConfig's", d.Config)
 	}
 	if d.GRPCSocket != filepath.Join(dir, "override.sock") {

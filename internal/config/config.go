@@ -19,7 +19,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubeblade/kubeblade/api/v1alpha1"
+	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/core"
 	"github.com/kubeblade/kubeblade/internal/fancurve"
 	"github.com/kubeblade/kubeblade/internal/hardware"
@@ -45,27 +45,27 @@ const (
 )
 
 // Default returns the configuration used where nothing else is set.
-func Default() v1alpha1.AgentConfig {
+func Default() agentconfigv1.AgentConfig {
 	tach := true
-	return v1alpha1.AgentConfig{
-		FanCurve: []v1alpha1.FanCurveStep{
+	return agentconfigv1.AgentConfig{
+		FanCurve: []agentconfigv1.FanCurveStep{
 			{TemperatureCelsius: 45, Percent: 40},
 			{TemperatureCelsius: 55, Percent: 80},
 		},
 		CriticalCelsius:   DefaultCriticalCelsius,
 		HysteresisCelsius: DefaultHysteresisCelsius,
 		TachEnabled:       &tach,
-		LEDs: v1alpha1.LEDColors{
+		LEDs: agentconfigv1.LEDColors{
 			IdleColor:     DefaultIdleColor,
 			IdentifyColor: DefaultIdentifyColor,
 			CriticalColor: DefaultCriticalColor,
 		},
-		Hardware: v1alpha1.HardwareConfig{Backend: v1alpha1.BackendAuto},
-		GRPC: v1alpha1.GRPCConfig{
+		Hardware: agentconfigv1.HardwareConfig{Backend: agentconfigv1.BackendAuto},
+		GRPC: agentconfigv1.GRPCConfig{
 			SocketPath: DefaultSocketPath,
-			Remote:     v1alpha1.RemoteGRPCConfig{Port: DefaultRemotePort},
+			Remote:     agentconfigv1.RemoteGRPCConfig{Port: DefaultRemotePort},
 		},
-		Metrics: v1alpha1.MetricsConfig{BindAddress: DefaultMetricsAddress},
+		Metrics: agentconfigv1.MetricsConfig{BindAddress: DefaultMetricsAddress},
 	}
 }
 
@@ -77,22 +77,22 @@ func Default() v1alpha1.AgentConfig {
 // refused: Kubernetes injects KUBEBLADE_SERVICE_HOST and friends into every
 // pod in a namespace with a Service called kubeblade, and that must not stop
 // a blade's fan control. The caller logs them, so a typo is still visible.
-func Load(path string, environ []string) (cfg v1alpha1.AgentConfig, ignored []string, err error) {
+func Load(path string, environ []string) (cfg agentconfigv1.AgentConfig, ignored []string, err error) {
 	cfg, ignored, err = load(path, environ)
 	return cfg, ignored, err
 }
 
-func load(path string, environ []string) (v1alpha1.AgentConfig, []string, error) {
+func load(path string, environ []string) (agentconfigv1.AgentConfig, []string, error) {
 	doc := map[string]any{}
 	if path != "" {
 		raw, err := os.ReadFile(path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 		case err != nil:
-			return v1alpha1.AgentConfig{}, nil, fmt.Errorf("reading config: %w", err)
+			return agentconfigv1.AgentConfig{}, nil, fmt.Errorf("reading config: %w", err)
 		default:
 			if err := yaml.Unmarshal(raw, &doc); err != nil {
-				return v1alpha1.AgentConfig{}, nil, fmt.Errorf("config %s: %w", path, err)
+				return agentconfigv1.AgentConfig{}, nil, fmt.Errorf("config %s: %w", path, err)
 			}
 			if doc == nil {
 				doc = map[string]any{} // an empty file
@@ -101,7 +101,7 @@ func load(path string, environ []string) (v1alpha1.AgentConfig, []string, error)
 	}
 	ignored, err := applyEnv(doc, environ)
 	if err != nil {
-		return v1alpha1.AgentConfig{}, nil, err
+		return agentconfigv1.AgentConfig{}, nil, err
 	}
 	cfg, err := decode(doc)
 	if err != nil {
@@ -109,46 +109,46 @@ func load(path string, environ []string) (v1alpha1.AgentConfig, []string, error)
 		if path != "" {
 			where = "config " + path
 		}
-		return v1alpha1.AgentConfig{}, nil, fmt.Errorf("%s: %w", where, err)
+		return agentconfigv1.AgentConfig{}, nil, fmt.Errorf("%s: %w", where, err)
 	}
 	if err := Validate(cfg); err != nil {
-		return v1alpha1.AgentConfig{}, nil, err
+		return agentconfigv1.AgentConfig{}, nil, err
 	}
 	return cfg, ignored, nil
 }
 
 // Parse decodes and validates one YAML or JSON document over the defaults,
 // as a BladeConfig's spec.agent is applied.
-func Parse(raw []byte) (v1alpha1.AgentConfig, error) {
+func Parse(raw []byte) (agentconfigv1.AgentConfig, error) {
 	return ParseEnv(raw, nil)
 }
 
 // ParseEnv is Parse with the KUBEBLADE_* variables of environ laid on top,
 // as they are over the config file: a host's own overrides (a socket path,
 // a GPIO line) win over the BladeConfig shared by many blades.
-func ParseEnv(raw []byte, environ []string) (v1alpha1.AgentConfig, error) {
+func ParseEnv(raw []byte, environ []string) (agentconfigv1.AgentConfig, error) {
 	doc := map[string]any{}
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		return v1alpha1.AgentConfig{}, err
+		return agentconfigv1.AgentConfig{}, err
 	}
 	if doc == nil {
 		doc = map[string]any{}
 	}
 	if _, err := applyEnv(doc, environ); err != nil {
-		return v1alpha1.AgentConfig{}, err
+		return agentconfigv1.AgentConfig{}, err
 	}
 	cfg, err := decode(doc)
 	if err != nil {
-		return v1alpha1.AgentConfig{}, err
+		return agentconfigv1.AgentConfig{}, err
 	}
 	return cfg, Validate(cfg)
 }
 
 // decode lays doc over the defaults, refusing unknown keys.
-func decode(doc map[string]any) (v1alpha1.AgentConfig, error) {
+func decode(doc map[string]any) (agentconfigv1.AgentConfig, error) {
 	raw, err := json.Marshal(doc)
 	if err != nil {
-		return v1alpha1.AgentConfig{}, err
+		return agentconfigv1.AgentConfig{}, err
 	}
 	cfg := Default()
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -156,9 +156,9 @@ func decode(doc map[string]any) (v1alpha1.AgentConfig, error) {
 	if err := dec.Decode(&cfg); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return v1alpha1.AgentConfig{}, fmt.Errorf("%s: want a %s, got %s", te.Field, te.Type, te.Value)
+			return agentconfigv1.AgentConfig{}, fmt.Errorf("%s: want a %s, got %s", te.Field, te.Type, te.Value)
 		}
-		return v1alpha1.AgentConfig{}, errors.New(strings.TrimPrefix(err.Error(), "json: "))
+		return agentconfigv1.AgentConfig{}, errors.New(strings.TrimPrefix(err.Error(), "json: "))
 	}
 	return cfg, nil
 }
@@ -207,7 +207,7 @@ func envFields() map[string]envField {
 			out[EnvPrefix+strings.Join(parts, "_")] = envField{path: p, str: ft.Kind() == reflect.String}
 		}
 	}
-	walk(reflect.TypeOf(v1alpha1.AgentConfig{}), nil)
+	walk(reflect.TypeOf(agentconfigv1.AgentConfig{}), nil)
 	return out
 }
 
@@ -279,7 +279,7 @@ func applyEnv(doc map[string]any, environ []string) (ignored []string, err error
 
 // Validate checks cfg against the rules the BladeConfig CRD also enforces,
 // naming the first offending key.
-func Validate(cfg v1alpha1.AgentConfig) error {
+func Validate(cfg agentconfigv1.AgentConfig) error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if len(cfg.FanCurve) == 0 {
@@ -319,7 +319,7 @@ func Validate(cfg v1alpha1.AgentConfig) error {
 		}
 	}
 	switch cfg.Hardware.Backend {
-	case v1alpha1.BackendAuto, v1alpha1.BackendLinux, v1alpha1.BackendSimulated:
+	case agentconfigv1.BackendAuto, agentconfigv1.BackendLinux, agentconfigv1.BackendSimulated:
 	default:
 		add("hardware.backend: %q is not one of auto, linux, simulated", cfg.Hardware.Backend)
 	}
@@ -354,7 +354,7 @@ func Validate(cfg v1alpha1.AgentConfig) error {
 }
 
 // Settings turns a validated config into the agent core's settings.
-func Settings(cfg v1alpha1.AgentConfig) (core.Settings, error) {
+func Settings(cfg agentconfigv1.AgentConfig) (core.Settings, error) {
 	if err := Validate(cfg); err != nil {
 		return core.Settings{}, err
 	}
@@ -386,7 +386,7 @@ func Settings(cfg v1alpha1.AgentConfig) (core.Settings, error) {
 var lineSpec = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,32}$`)
 
 // validateLinux checks the linux backend's paths and names.
-func validateLinux(l v1alpha1.LinuxHardwareConfig) []error {
+func validateLinux(l agentconfigv1.LinuxHardwareConfig) []error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	for key, p := range map[string]string{

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/kubeblade/kubeblade/api/v1alpha1"
+	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/hardware"
 )
 
@@ -54,9 +54,9 @@ func TestLoadFileAndEnv(t *testing.T) {
 	cases := map[string]struct {
 		file string
 		env  []string
-		want func(c *v1alpha1.AgentConfig)
+		want func(c *agentconfigv1.AgentConfig)
 	}{
-		"empty file": {"", nil, func(c *v1alpha1.AgentConfig) {}},
+		"empty file": {"", nil, func(c *agentconfigv1.AgentConfig) {}},
 		"file sets keys": {`
 criticalCelsius: 70
 hysteresisCelsius: 3
@@ -67,12 +67,12 @@ fanCurve:
   - {temperatureCelsius: 40, percent: 20}
   - {temperatureCelsius: 50, percent: 50}
   - {temperatureCelsius: 65, percent: 100}
-`, nil, func(c *v1alpha1.AgentConfig) {
+`, nil, func(c *agentconfigv1.AgentConfig) {
 			c.CriticalCelsius, c.HysteresisCelsius, c.Stealth = 70, 3, true
 			c.LEDs.IdleColor = "#000000"
-			c.FanCurve = []v1alpha1.FanCurveStep{{TemperatureCelsius: 40, Percent: 20}, {TemperatureCelsius: 50, Percent: 50}, {TemperatureCelsius: 65, Percent: 100}}
+			c.FanCurve = []agentconfigv1.FanCurveStep{{TemperatureCelsius: 40, Percent: 20}, {TemperatureCelsius: 50, Percent: 50}, {TemperatureCelsius: 65, Percent: 100}}
 		}},
-		"env overrides file": {"criticalCelsius: 70\n", []string{"KUBEBLADE_CRITICAL_CELSIUS=75", "PATH=/bin"}, func(c *v1alpha1.AgentConfig) {
+		"env overrides file": {"criticalCelsius: 70\n", []string{"KUBEBLADE_CRITICAL_CELSIUS=75", "PATH=/bin"}, func(c *agentconfigv1.AgentConfig) {
 			c.CriticalCelsius = 75
 		}},
 		"env nested keys": {"", []string{
@@ -83,18 +83,18 @@ fanCurve:
 			"KUBEBLADE_GRPC_REMOTE_EXTRA_SANS=[blade1.lan, 10.0.0.5]",
 			"KUBEBLADE_TACH_ENABLED=false",
 			"KUBEBLADE_METRICS_BIND_ADDRESS=127.0.0.1:9100",
-		}, func(c *v1alpha1.AgentConfig) {
+		}, func(c *agentconfigv1.AgentConfig) {
 			f := false
 			c.LEDs.IdentifyColor = "#0000ff"
-			c.Hardware.Backend = v1alpha1.BackendSimulated
+			c.Hardware.Backend = agentconfigv1.BackendSimulated
 			c.Hardware.Linux.GPIOChip = "gpiochip4"
 			c.GRPC.Remote.Enabled = true
 			c.GRPC.Remote.ExtraSANs = []string{"blade1.lan", "10.0.0.5"}
 			c.TachEnabled = &f
 			c.Metrics.BindAddress = "127.0.0.1:9100"
 		}},
-		"env list as JSON": {"", []string{`KUBEBLADE_FAN_CURVE=[{"temperatureCelsius":30,"percent":10}]`}, func(c *v1alpha1.AgentConfig) {
-			c.FanCurve = []v1alpha1.FanCurveStep{{TemperatureCelsius: 30, Percent: 10}}
+		"env list as JSON": {"", []string{`KUBEBLADE_FAN_CURVE=[{"temperatureCelsius":30,"percent":10}]`}, func(c *agentconfigv1.AgentConfig) {
+			c.FanCurve = []agentconfigv1.FanCurveStep{{TemperatureCelsius: 30, Percent: 10}}
 		}},
 	}
 	for name, tc := range cases {

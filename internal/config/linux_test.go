@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/kubeblade/kubeblade/api/v1alpha1"
+	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 )
 
 func TestLinuxBackendKeys(t *testing.T) {
@@ -27,10 +27,10 @@ hardware:
 		t.Fatal(err)
 	}
 	want := Default()
-	want.Hardware.Linux = v1alpha1.LinuxHardwareConfig{
+	want.Hardware.Linux = agentconfigv1.LinuxHardwareConfig{
 		ProcRoot: "/host/proc", FanDriver: "hwmon", HwmonName: "pwmfan",
-		Lines: v1alpha1.GPIOLines{Button: "GPIO20", FanTach: "13", FanPWM: "GPIO12"},
-		LEDs:  v1alpha1.LinuxLEDConfig{Top: "blade:rgb:top", Edge: "blade:rgb:edge", Stream: "/dev/leds0"},
+		Lines: agentconfigv1.GPIOLines{Button: "GPIO20", FanTach: "13", FanPWM: "GPIO12"},
+		LEDs:  agentconfigv1.LinuxLEDConfig{Top: "blade:rgb:top", Edge: "blade:rgb:edge", Stream: "/dev/leds0"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("(-want +got):\n%s", diff)

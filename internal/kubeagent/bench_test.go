@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/core"
 	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
@@ -88,7 +89,7 @@ func BenchmarkButtonToStoredEvent(b *testing.B) {
 func BenchmarkWritesPerHour(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		clk := clocktesting.NewFakeClock(time.Now())
-		bl := startBlade(b, fmt.Sprintf("bench-writes-%d-%d", b.N, i), func(so *simulated.Options, _ *v1alpha1.AgentConfig, ro *Options) {
+		bl := startBlade(b, fmt.Sprintf("bench-writes-%d-%d", b.N, i), func(so *simulated.Options, _ *agentconfigv1.AgentConfig, ro *Options) {
 			so.TimeConstant = time.Nanosecond // always at equilibrium: a constant temperature
 			ro.Clock, ro.Heartbeat, ro.MinInterval = clk, DefaultHeartbeat, DefaultMinInterval
 		})

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/core"
 	"github.com/kubeblade/kubeblade/internal/hardware"
@@ -119,7 +120,7 @@ func TestButtonConfirmationRemovesTheIdentifyAnnotation(t *testing.T) {
 }
 
 func TestOverheatConditionTaintEventsAndBack(t *testing.T) {
-	b := startBlade(t, "hot", withLocal(func(c *v1alpha1.AgentConfig) { c.TaintOnCritical = true }))
+	b := startBlade(t, "hot", withLocal(func(c *agentconfigv1.AgentConfig) { c.TaintOnCritical = true }))
 	eventually(t, "first Blade status", func() (bool, string) {
 		bl, err := b.getBlade()
 		return err == nil && bl.Status.State == v1alpha1.BladeStateIdle, fmt.Sprint(err)
@@ -148,14 +149,14 @@ func TestOverheatConditionTaintEventsAndBack(t *testing.T) {
 }
 
 func TestTaintRemovedAfterRestart(t *testing.T) {
-	b := startBlade(t, "restart-taint", withLocal(func(c *v1alpha1.AgentConfig) { c.TaintOnCritical = true }))
+	b := startBlade(t, "restart-taint", withLocal(func(c *agentconfigv1.AgentConfig) { c.TaintOnCritical = true }))
 	b.blade.SetTemperature(70)
 	eventually(t, "taint", func() (bool, string) { return hasTaint(b.getNode()), "" })
 	b.stop() // dies while critical: the taint stays behind
 	if !hasTaint(b.getNode()) {
 		t.Fatal("taint gone before the restart; the test proves nothing")
 	}
-	startBlade(t, "restart-taint", withLocal(func(c *v1alpha1.AgentConfig) { c.TaintOnCritical = true }))
+	startBlade(t, "restart-taint", withLocal(func(c *agentconfigv1.AgentConfig) { c.TaintOnCritical = true }))
 	eventually(t, "taint removed by the restarted, cool agent", func() (bool, string) {
 		n := b.getNode()
 		c := nodeCondition(n)
@@ -183,7 +184,7 @@ func TestLabelsAndStaleLabelCleanup(t *testing.T) {
 	b.stop()
 	// The next agent cannot read the PoE line: the label it no longer
 	// means must go, and nobody else's label may.
-	startBlade(t, "labels", func(so *simulated.Options, _ *v1alpha1.AgentConfig, _ *Options) {
+	startBlade(t, "labels", func(so *simulated.Options, _ *agentconfigv1.AgentConfig, _ *Options) {
 		so.Missing = []hardware.Capability{hardware.CapPoEDetect}
 	})
 	eventually(t, "stale power label removed", func() (bool, string) {
@@ -194,7 +195,7 @@ func TestLabelsAndStaleLabelCleanup(t *testing.T) {
 }
 
 func TestNotABladeIsLabelledAndIdles(t *testing.T) {
-	b := startBlade(t, "pi-or-amd64", func(so *simulated.Options, _ *v1alpha1.AgentConfig, _ *Options) { so.FanUnit = "not-a-blade" })
+	b := startBlade(t, "pi-or-amd64", func(so *simulated.Options, _ *agentconfigv1.AgentConfig, _ *Options) { so.FanUnit = "not-a-blade" })
 	eventually(t, "kubeblade.io/blade=false", func() (bool, string) {
 		l := b.getNode().Labels
 		return l["kubeblade.io/blade"] == "false", fmt.Sprint(l)
@@ -304,7 +305,7 @@ func TestBladeConfigAppliedLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	bc.Spec.Agent.CriticalCelsius = 75
-	bc.Spec.Agent.FanCurve = []v1alpha1.FanCurveStep{{TemperatureCelsius: 20, Percent: 90}}
+	bc.Spec.Agent.FanCurve = []agentconfigv1.FanCurveStep{{TemperatureCelsius: 20, Percent: 90}}
 	if err := k8s.Update(ctx, bc); err != nil {
 		t.Fatal(err)
 	}

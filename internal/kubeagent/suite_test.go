@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/agent"
 	"github.com/kubeblade/kubeblade/internal/config"
@@ -58,10 +59,10 @@ type bladeUnderTest struct {
 	stop  func()
 }
 
-type option func(*simulated.Options, *v1alpha1.AgentConfig, *Options)
+type option func(*simulated.Options, *agentconfigv1.AgentConfig, *Options)
 
-func withLocal(f func(*v1alpha1.AgentConfig)) option {
-	return func(_ *simulated.Options, c *v1alpha1.AgentConfig, _ *Options) { f(c) }
+func withLocal(f func(*agentconfigv1.AgentConfig)) option {
+	return func(_ *simulated.Options, c *agentconfigv1.AgentConfig, _ *Options) { f(c) }
 }
 
 // startBlade creates the Node (unless it exists) and runs an agent for it.

@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedeventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -94,7 +93,9 @@ func New(o Options) *Recorder {
 	sink := newBufferedSink(o.Client, o.NodeName, o.Capacity, o.Clock)
 	b := events.NewBroadcaster(sink)
 	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
+	// Events are only about Nodes; the recorder needs their kind to build
+	// the reference.
+	_ = corev1.AddToScheme(scheme)
 	return &Recorder{
 		sink:        sink,
 		broadcaster: b,

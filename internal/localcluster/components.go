@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
 	"github.com/kubeblade/kubeblade/internal/operator/daemonset"
@@ -85,8 +86,8 @@ const (
 // AgentStartSettings sets the start-only sections of a BladeConfig's
 // spec.agent for this cluster's simulated blades; hack/demo/bladeconfig.yaml
 // spells out the same.
-func AgentStartSettings(a *kbv1.AgentConfig) {
-	a.Hardware = kbv1.HardwareConfig{Backend: kbv1.BackendSimulated}
+func AgentStartSettings(a *agentconfigv1.AgentConfig) {
+	a.Hardware = agentconfigv1.HardwareConfig{Backend: agentconfigv1.BackendSimulated}
 	a.GRPC.SocketPath = AgentSocket
 	a.Metrics.BindAddress = AgentMetrics
 }

@@ -24,6 +24,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/localcluster"
 	"github.com/kubeblade/kubeblade/internal/testenv"
@@ -107,8 +108,8 @@ func run(m *testing.M) int {
 func setUp(ctx context.Context) error {
 	bc := &kbv1.BladeConfig{
 		ObjectMeta: metav1.ObjectMeta{Name: bladeConfigName},
-		Spec: kbv1.BladeConfigSpec{Agent: kbv1.AgentConfig{
-			FanCurve:          []kbv1.FanCurveStep{{TemperatureCelsius: 45, Percent: 40}, {TemperatureCelsius: 55, Percent: 80}},
+		Spec: kbv1.BladeConfigSpec{Agent: agentconfigv1.AgentConfig{
+			FanCurve:          []agentconfigv1.FanCurveStep{{TemperatureCelsius: 45, Percent: 40}, {TemperatureCelsius: 55, Percent: 80}},
 			CriticalCelsius:   60,
 			HysteresisCelsius: 5,
 			TaintOnCritical:   true,

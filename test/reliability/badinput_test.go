@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentv1 "github.com/kubeblade/kubeblade/api/agent/v1alpha1"
+	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	bladeapiv1 "github.com/kubeblade/kubeblade/api/bladeapi/v1alpha1"
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/grpcapi/grpcapitest"
@@ -115,16 +116,16 @@ func TestBadBladeConfigs(t *testing.T) {
 		want   string
 	}{
 		"percent 120": {func(s *kbv1.BladeConfigSpec) {
-			s.Agent.FanCurve = []kbv1.FanCurveStep{{TemperatureCelsius: 40, Percent: 120}}
+			s.Agent.FanCurve = []agentconfigv1.FanCurveStep{{TemperatureCelsius: 40, Percent: 120}}
 		}, "should be less than or equal to 100"},
 		"negative percent": {func(s *kbv1.BladeConfigSpec) {
-			s.Agent.FanCurve = []kbv1.FanCurveStep{{TemperatureCelsius: 40, Percent: -1}}
+			s.Agent.FanCurve = []agentconfigv1.FanCurveStep{{TemperatureCelsius: 40, Percent: -1}}
 		}, "should be greater than or equal to 0"},
 		"descending curve": {func(s *kbv1.BladeConfigSpec) {
-			s.Agent.FanCurve = []kbv1.FanCurveStep{{TemperatureCelsius: 55, Percent: 40}, {TemperatureCelsius: 45, Percent: 80}}
+			s.Agent.FanCurve = []agentconfigv1.FanCurveStep{{TemperatureCelsius: 55, Percent: 40}, {TemperatureCelsius: 45, Percent: 80}}
 		}, "fanCurve temperatures must ascend strictly"},
 		"duplicate temperature": {func(s *kbv1.BladeConfigSpec) {
-			s.Agent.FanCurve = []kbv1.FanCurveStep{{TemperatureCelsius: 45, Percent: 40}, {TemperatureCelsius: 45, Percent: 80}}
+			s.Agent.FanCurve = []agentconfigv1.FanCurveStep{{TemperatureCelsius: 45, Percent: 40}, {TemperatureCelsius: 45, Percent: 80}}
 		}, "fanCurve temperatures must ascend strictly"},
 		"hysteresis equal to critical": {func(s *kbv1.BladeConfigSpec) {
 			s.Agent.CriticalCelsius, s.Agent.HysteresisCelsius = 40, 40
@@ -141,14 +142,14 @@ func TestBadBladeConfigs(t *testing.T) {
 		"port out of range": {func(s *kbv1.BladeConfigSpec) { s.Agent.GRPC.Remote.Port = 70000 }, "should be less than or equal to 65535"},
 		"too many steps": {func(s *kbv1.BladeConfigSpec) {
 			for i := 0; i < 17; i++ {
-				s.Agent.FanCurve = append(s.Agent.FanCurve, kbv1.FanCurveStep{TemperatureCelsius: int32(i), Percent: 50})
+				s.Agent.FanCurve = append(s.Agent.FanCurve, agentconfigv1.FanCurveStep{TemperatureCelsius: int32(i), Percent: 50})
 			}
 		}, "must have at most 16 items"},
 	}
 	ctx := context.Background()
 	good := &kbv1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: "rel-valid"}}
 	good.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"reliability": "none"}}
-	good.Spec.Agent.FanCurve = []kbv1.FanCurveStep{{TemperatureCelsius: 40, Percent: 20}, {TemperatureCelsius: 60, Percent: 100}}
+	good.Spec.Agent.FanCurve = []agentconfigv1.FanCurveStep{{TemperatureCelsius: 40, Percent: 20}, {TemperatureCelsius: 60, Percent: 100}}
 	if err := k8s.Create(ctx, good); err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,8 @@ type Options struct {
 	Version string
 	// LDFlags are passed to go build (the Makefile's version stamping).
 	LDFlags string
+	// Tags are go build tags, comma-separated (the Makefile's TAGS).
+	Tags string
 	// Created is the image creation time and every file's mtime, for
 	// reproducible images (the Makefile passes the last commit's time).
 	Created time.Time
@@ -136,6 +138,9 @@ func Build(ctx context.Context, o Options) (v1.ImageIndex, error) {
 
 func goBuild(ctx context.Context, o Options, p v1.Platform, dir string) error {
 	args := []string{"build", "-trimpath", "-ldflags", strings.TrimSpace(o.LDFlags + " -s -w"), "-o", dir + "/"}
+	if o.Tags != "" {
+		args = append(args, "-tags", o.Tags)
+	}
 	for _, b := range o.Binaries {
 		args = append(args, "./cmd/"+b)
 	}

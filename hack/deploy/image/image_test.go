@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"debug/elf"
 	"errors"
 	"io"
@@ -38,6 +39,7 @@ func TestBuild(t *testing.T) {
 		Out:     out,
 		Version: version,
 		LDFlags: "-X github.com/kubeblade/kubeblade/internal/version.version=" + version,
+		Tags:    "grpcnotrace",
 		Created: time.Unix(1700000000, 0).UTC(),
 	})
 	if err != nil {
@@ -113,6 +115,11 @@ func TestBuild(t *testing.T) {
 			if !bytes.Contains(data, []byte(version)) {
 				t.Errorf("%s/%s: version %s not stamped", arch, b, version)
 			}
+			if bi, err := buildinfo.Read(bytes.NewReader(data)); err != nil {
+				t.Errorf("%s/%s: build info: %v", arch, b, err)
+			} else if tags := buildSetting(bi, "-tags"); tags != "grpcnotrace" {
+				t.Errorf("%s/%s built with tags %q, want grpcnotrace", arch, b, tags)
+			}
 		}
 		if !bytes.Contains(files["etc/passwd"], []byte("nonroot:x:65532:65532")) {
 			t.Errorf("%s: /etc/passwd lacks the nonroot user: %q", arch, files["etc/passwd"])
@@ -124,6 +131,15 @@ func TestBuild(t *testing.T) {
 			t.Errorf("no linux/%s image in the index", arch)
 		}
 	}
+}
+
+func buildSetting(bi *buildinfo.BuildInfo, key string) string {
+	for _, s := range bi.Settings {
+		if s.Key == key {
+			return s.Value
+		}
+	}
+	return ""
 }
 
 func readFiles(t *testing.T, img v1.Image) map[string][]byte {

@@ -10,7 +10,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/kubeblade/kubeblade/api/v1alpha1"
+	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/hardware"
 	"github.com/kubeblade/kubeblade/internal/hardware/linux"
 	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
@@ -32,19 +32,19 @@ type Deps struct {
 // Open opens the backend cfg selects. "auto" means linux: it never falls back
 // to the simulation, since a real blade silently simulated would not be
 // cooled.
-func Open(ctx context.Context, cfg v1alpha1.HardwareConfig, deps Deps) (Opened, error) {
+func Open(ctx context.Context, cfg agentconfigv1.HardwareConfig, deps Deps) (Opened, error) {
 	if deps.Clock == nil {
 		deps.Clock = clock.RealClock{}
 	}
 	switch cfg.Backend {
-	case v1alpha1.BackendSimulated:
+	case agentconfigv1.BackendSimulated:
 		o := simulated.Options{Clock: deps.Clock, Load: float64(cfg.Simulated.LoadPercent) / 100}
 		if cfg.Simulated.FanUnit == string(hardware.FanUnitSmart) {
 			o.FanUnit = hardware.FanUnitSmart
 		}
 		b := simulated.New(o)
 		return Opened{Backend: b, Simulated: b}, nil
-	case v1alpha1.BackendLinux, v1alpha1.BackendAuto, "":
+	case agentconfigv1.BackendLinux, agentconfigv1.BackendAuto, "":
 		return openLinux(ctx, cfg.Linux, deps)
 	default:
 		return Opened{}, fmt.Errorf("hardware.backend: unknown backend %q", cfg.Backend)
@@ -54,7 +54,7 @@ func Open(ctx context.Context, cfg v1alpha1.HardwareConfig, deps Deps) (Opened, 
 // openLinux opens the linux backend. On a machine that is not a blade it
 // still succeeds, with Info().IsBlade false, so the agent can say so (and
 // the node be labelled) instead of crash-looping.
-func openLinux(ctx context.Context, cfg v1alpha1.LinuxHardwareConfig, deps Deps) (Opened, error) {
+func openLinux(ctx context.Context, cfg agentconfigv1.LinuxHardwareConfig, deps Deps) (Opened, error) {
 	logger := deps.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

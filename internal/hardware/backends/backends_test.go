@@ -4,17 +4,17 @@ import (
 	"context"
 	"testing"
 
-	"github.com/kubeblade/kubeblade/api/v1alpha1"
+	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 )
 
 // TestAutoIsLinuxEvenOffBlade: auto never silently simulates; a machine
 // that is not a blade gets the linux backend saying so.
 func TestAutoIsLinuxEvenOffBlade(t *testing.T) {
 	root := t.TempDir()
-	for _, backend := range []v1alpha1.HardwareBackend{v1alpha1.BackendAuto, "", v1alpha1.BackendLinux} {
-		o, err := Open(context.Background(), v1alpha1.HardwareConfig{
+	for _, backend := range []agentconfigv1.HardwareBackend{agentconfigv1.BackendAuto, "", agentconfigv1.BackendLinux} {
+		o, err := Open(context.Background(), agentconfigv1.HardwareConfig{
 			Backend: backend,
-			Linux:   v1alpha1.LinuxHardwareConfig{SysfsRoot: root, DevRoot: root, ProcRoot: root},
+			Linux:   agentconfigv1.LinuxHardwareConfig{SysfsRoot: root, DevRoot: root, ProcRoot: root},
 		}, Deps{})
 		if err != nil {
 			t.Fatalf("%q: %v", backend, err)

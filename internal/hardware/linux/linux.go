@@ -20,7 +20,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/kubeblade/kubeblade/api/v1alpha1"
+	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/hardware"
 	"github.com/kubeblade/kubeblade/internal/hardware/linux/gpio"
 	"github.com/kubeblade/kubeblade/internal/hardware/linux/sysfs"
@@ -53,7 +53,7 @@ var (
 
 // Options configure Open. Only Config is needed in production.
 type Options struct {
-	Config v1alpha1.LinuxHardwareConfig
+	Config agentconfigv1.LinuxHardwareConfig
 	Clock  clock.WithTicker
 	Logger *slog.Logger
 	// GPIO is the GPIO port (default the character device).
@@ -204,7 +204,7 @@ func Open(ctx context.Context, o Options) (*Backend, error) {
 type missFunc func(hardware.Capability, error)
 
 // openGPIO claims the button, PoE detect and stealth lines.
-func (b *Backend) openGPIO(cfg v1alpha1.LinuxHardwareConfig, plat Platform, miss missFunc) {
+func (b *Backend) openGPIO(cfg agentconfigv1.LinuxHardwareConfig, plat Platform, miss missFunc) {
 	want := []string{LabelBCM2711, LabelRP1}
 	if plat.SoC == SoCBCM2712 {
 		want = []string{LabelRP1}
@@ -284,7 +284,7 @@ func (b *Backend) deliverButton(t time.Time) {
 	}
 }
 
-func (b *Backend) serialPath(cfg v1alpha1.LinuxHardwareConfig, plat Platform) string {
+func (b *Backend) serialPath(cfg agentconfigv1.LinuxHardwareConfig, plat Platform) string {
 	p := cfg.SerialDevice
 	if p == "" {
 		p = "ttyAMA5" // UART5 on a CM4
@@ -435,7 +435,7 @@ func (b *Backend) openFan(o Options, unit hardware.FanUnit, miss missFunc) {
 	}
 }
 
-func (b *Backend) openThermal(cfg v1alpha1.LinuxHardwareConfig, miss missFunc) {
+func (b *Backend) openThermal(cfg agentconfigv1.LinuxHardwareConfig, miss missFunc) {
 	z, err := sysfs.FindThermalZone(cfg.SysfsRoot, cfg.ThermalZoneType)
 	if err != nil {
 		miss(hardware.CapTemperature, err)
@@ -448,7 +448,7 @@ func (b *Backend) openThermal(cfg v1alpha1.LinuxHardwareConfig, miss missFunc) {
 // openLEDs finds kernel LED drivers. Stock Talos has none, so no LEDs is
 // the normal outcome there, not an error; with a smart fan unit the edge
 // LED is still mirrored on the unit.
-func (b *Backend) openLEDs(cfg v1alpha1.LinuxHardwareConfig, miss missFunc) {
+func (b *Backend) openLEDs(cfg agentconfigv1.LinuxHardwareConfig, miss missFunc) {
 	names := [2]string{cfg.LEDs.Top, cfg.LEDs.Edge}
 	auto := sysfs.MulticolorLEDs(cfg.SysfsRoot)
 	var errs []error

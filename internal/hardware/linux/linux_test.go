@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/kubeblade/kubeblade/api/v1alpha1"
+	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/hardware"
 	"github.com/kubeblade/kubeblade/internal/hardware/linux"
 	"github.com/kubeblade/kubeblade/internal/hardware/linux/gpio"
@@ -74,8 +74,8 @@ func read(t *testing.T, root, p string) string {
 	return string(b)
 }
 
-func config(root string) v1alpha1.LinuxHardwareConfig {
-	return v1alpha1.LinuxHardwareConfig{
+func config(root string) agentconfigv1.LinuxHardwareConfig {
+	return agentconfigv1.LinuxHardwareConfig{
 		SysfsRoot: filepath.Join(root, "sys"),
 		DevRoot:   filepath.Join(root, "dev"),
 		ProcRoot:  filepath.Join(root, "proc"),
@@ -596,7 +596,7 @@ func TestConfigOverrides(t *testing.T) {
 	cfg.GPIOChip = "gpiochip1"
 	cfg.ThermalZoneType = "soc-thermal"
 	cfg.FanUnit = "none"
-	cfg.Lines = v1alpha1.GPIOLines{Button: "BLADE_BTN", Stealth: "6"}
+	cfg.Lines = agentconfigv1.GPIOLines{Button: "BLADE_BTN", Stealth: "6"}
 	b := open(t, linux.Options{Config: cfg, GPIO: drv})
 	if c, _ := b.SoCTemperature(); c != 61 {
 		t.Fatalf("temperature %v from the wrong zone", c)

@@ -14,6 +14,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
+	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 )
 
@@ -185,11 +186,11 @@ func Build(bc *kbv1.BladeConfig, d Defaults) *appsv1ac.DaemonSetApplyConfigurati
 const AnnotationStartupConfig = "kubeblade.io/startup-config-hash"
 
 // StartupConfigHash hashes the start-only sections of an agent config.
-func StartupConfigHash(a kbv1.AgentConfig) string {
+func StartupConfigHash(a agentconfigv1.AgentConfig) string {
 	raw, _ := json.Marshal(struct {
-		Hardware kbv1.HardwareConfig `json:"hardware"`
-		GRPC     kbv1.GRPCConfig     `json:"grpc"`
-		Metrics  kbv1.MetricsConfig  `json:"metrics"`
+		Hardware agentconfigv1.HardwareConfig `json:"hardware"`
+		GRPC     agentconfigv1.GRPCConfig     `json:"grpc"`
+		Metrics  agentconfigv1.MetricsConfig  `json:"metrics"`
 	}{a.Hardware, a.GRPC, a.Metrics})
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:8])

@@ -42,6 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/agent"
 	"github.com/kubeblade/kubeblade/internal/config"
@@ -197,7 +198,7 @@ func run(n int, settle, quiet, window, timeout time.Duration) error {
 		return err
 	}
 	bc.Spec.Agent.LEDs.IdleColor = "#0000ff"
-	bc.Spec.Agent.FanCurve = []kbv1.FanCurveStep{{TemperatureCelsius: 35, Percent: 30}, {TemperatureCelsius: 60, Percent: 100}}
+	bc.Spec.Agent.FanCurve = []agentconfigv1.FanCurveStep{{TemperatureCelsius: 35, Percent: 30}, {TemperatureCelsius: 60, Percent: 100}}
 	start = time.Now()
 	if err := admin.Update(ctx, bc); err != nil {
 		return err
