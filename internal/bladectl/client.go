@@ -23,6 +23,9 @@ type bladeClient interface {
 	SetStealth(ctx context.Context, mode agentv1.StealthMode) (*agentv1.Status, error)
 	// SetFan sets a manual percent, or the curve when percent is nil.
 	SetFan(ctx context.Context, percent *uint32) (*agentv1.Status, error)
+	// SetLEDColor fixes one LED's colour, or clears the override when
+	// color is nil.
+	SetLEDColor(ctx context.Context, led agentv1.LED, color *agentv1.Color) (*agentv1.Status, error)
 	// Address names where the blade is reached, for error messages.
 	Address() string
 	Close() error
@@ -102,5 +105,14 @@ func (g *grpcClient) SetFan(ctx context.Context, percent *uint32) (*agentv1.Stat
 		req.Mode = &agentv1.SetFanRequest_Percent{Percent: *percent}
 	}
 	r, err := g.c.SetFan(ctx, req)
+	return r.GetStatus(), err
+}
+
+func (g *grpcClient) SetLEDColor(ctx context.Context, led agentv1.LED, color *agentv1.Color) (*agentv1.Status, error) {
+	req := &agentv1.SetLEDColorRequest{Led: led, Action: &agentv1.SetLEDColorRequest_Clear{Clear: true}}
+	if color != nil {
+		req.Action = &agentv1.SetLEDColorRequest_Color{Color: color}
+	}
+	r, err := g.c.SetLEDColor(ctx, req)
 	return r.GetStatus(), err
 }

@@ -24,45 +24,51 @@ func newStatusCmd(o *options) *cobra.Command {
 		Short: "Show temperature, fan, power, state and LEDs",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			results, err := o.forEach(cmd.Context(), false, func(ctx context.Context, blade string, c bladeClient) (result, error) {
+			return o.onBlades(cmd.Context(), false, printer.statusTable, func(ctx context.Context, blade string, c bladeClient) (result, error) {
 				st, err := c.Status(ctx)
 				return result{Status: viewStatus(st)}, err
 			})
-			if err != nil {
-				return err
-			}
-			if err := o.printResults(results, func(p printer) error { return p.statusTable(results) }); err != nil {
-				return err
-			}
-			return o.finish(results)
 		},
 	}
 }
 
+// onBlades is the whole of a command that asks every selected blade once:
+// it runs call on each of them concurrently (forEach), prints the results
+// as a table (with the given renderer) or as a JSON/YAML list, and turns
+// the blades that failed into the exit status.
+func (o *options) onBlades(ctx context.Context, openEnded bool, table func(printer, []result) error, call bladeCall) error {
+	results, err := o.forEach(ctx, openEnded, call)
+	if err != nil {
+		return err
+	}
+	if err := o.printResults(results, table); err != nil {
+		return err
+	}
+	return o.finish(results)
+}
+
 // printResults prints results as a table (with the given renderer) or as
 // a JSON/YAML list.
-func (o *options) printResults(results []result, table func(printer) error) error {
+func (o *options) printResults(results []result, table func(printer, []result) error) error {
 	p := o.printer()
 	if p.format == outTable {
-		return table(p)
+		return table(p, results)
 	}
 	return p.encode(results)
 }
 
 // messageTable prints "BLADE RESULT" for commands that change something.
-func messageTable(results []result) func(printer) error {
-	return func(p printer) error {
-		var rows [][]string
-		for _, r := range results {
-			if r.Error == "" {
-				rows = append(rows, []string{r.Blade, r.Message})
-			}
+func messageTable(p printer, results []result) error {
+	var rows [][]string
+	for _, r := range results {
+		if r.Error == "" {
+			rows = append(rows, []string{r.Blade, r.Message})
 		}
-		if len(rows) == 0 {
-			return nil
-		}
-		return p.table("BLADE\tRESULT", rows)
 	}
+	if len(rows) == 0 {
+		return nil
+	}
+	return p.table("BLADE\tRESULT", rows)
 }
 
 func newMonitorCmd(o *options) *cobra.Command {
@@ -149,7 +155,7 @@ func newIdentifyCmd(o *options) *cobra.Command {
 --wait blocks until that confirmation; --off stops identify.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			results, err := o.forEach(cmd.Context(), wait, func(ctx context.Context, blade string, c bladeClient) (result, error) {
+			return o.onBlades(cmd.Context(), wait, messageTable, func(ctx context.Context, blade string, c bladeClient) (result, error) {
 				st, err := c.SetIdentify(ctx, !off, wait)
 				msg := "identify started"
 				switch {
@@ -160,13 +166,6 @@ func newIdentifyCmd(o *options) *cobra.Command {
 				}
 				return result{Message: msg, Status: viewStatus(st)}, err
 			})
-			if err != nil {
-				return err
-			}
-			if err := o.printResults(results, messageTable(results)); err != nil {
-				return err
-			}
-			return o.finish(results)
 		},
 	}
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the button confirms")
@@ -192,7 +191,7 @@ func newStealthCmd(o *options) *cobra.Command {
 			if !ok {
 				return usagef("stealth %q: want on, off or clear", args[0])
 			}
-			results, err := o.forEach(cmd.Context(), false, func(ctx context.Context, blade string, c bladeClient) (result, error) {
+			return o.onBlades(cmd.Context(), false, messageTable, func(ctx context.Context, blade string, c bladeClient) (result, error) {
 				st, err := c.SetStealth(ctx, mode)
 				msg := "stealth " + args[0]
 				if args[0] == "clear" {
@@ -200,13 +199,6 @@ func newStealthCmd(o *options) *cobra.Command {
 				}
 				return result{Message: msg, Status: viewStatus(st)}, err
 			})
-			if err != nil {
-				return err
-			}
-			if err := o.printResults(results, messageTable(results)); err != nil {
-				return err
-			}
-			return o.finish(results)
 		},
 	}
 }
@@ -232,17 +224,76 @@ manual speed is refused.`,
 				percent = &v
 				msg = fmt.Sprintf("fan at %d %%", v)
 			}
-			results, err := o.forEach(cmd.Context(), false, func(ctx context.Context, blade string, c bladeClient) (result, error) {
+			return o.onBlades(cmd.Context(), false, messageTable, func(ctx context.Context, blade string, c bladeClient) (result, error) {
 				st, err := c.SetFan(ctx, percent)
 				return result{Message: msg, Status: viewStatus(st)}, err
 			})
-			if err != nil {
-				return err
+		},
+	}
+}
+
+// ledNames are the LEDs SetLEDColor can address.
+var ledNames = map[string]agentv1.LED{
+	"top":  agentv1.LED_LED_TOP,
+	"edge": agentv1.LED_LED_EDGE,
+}
+
+// parseLEDColor reads a colour as RRGGBB in hex, with or without a leading
+// '#': the form status prints, and without '#' it needs no shell quoting.
+func parseLEDColor(s string) (*agentv1.Color, error) {
+	h := strings.TrimPrefix(s, "#")
+	v, err := strconv.ParseUint(h, 16, 32)
+	if len(h) != 6 || err != nil {
+		return nil, usagef("led colour %q: want RRGGBB in hex (e.g. ff8000 or '#ff8000'), or clear", s)
+	}
+	return &agentv1.Color{Red: uint32((v >> 16) & 0xff), Green: uint32((v >> 8) & 0xff), Blue: uint32(v & 0xff)}, nil
+}
+
+func newLEDCmd(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "led top|edge COLOR|clear",
+		Short: "Fix the colour of the top or edge LED (hex RRGGBB), or clear the override",
+		Long: `led LED COLOR fixes the colour the top or edge LED shows when the blade is
+idle; led LED clear gives the LED back to the agent. COLOR is RRGGBB in hex,
+with or without a leading '#' (quote it then: '#' starts a shell comment);
+000000 keeps the LED dark. Critical temperature, identify and stealth still
+take precedence over an override. The agent keeps the override until it is
+cleared or the agent restarts.
+
+led talks to agents over gRPC only (the current blade, --blade, --all): there
+is no Node annotation for LED colours.`,
+		Args: exactArgs(2),
+		ValidArgsFunction: func(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+			switch len(args) {
+			case 0:
+				return []string{"top", "edge"}, cobra.ShellCompDirectiveNoFileComp
+			case 1:
+				return []string{"clear"}, cobra.ShellCompDirectiveNoFileComp
 			}
-			if err := o.printResults(results, messageTable(results)); err != nil {
-				return err
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			led, ok := ledNames[name]
+			if !ok {
+				return usagef("led %q: want top or edge", name)
 			}
-			return o.finish(results)
+			var color *agentv1.Color // nil clears the override
+			msg := name + " LED back to the agent's colours"
+			if args[1] != "clear" {
+				var err error
+				if color, err = parseLEDColor(args[1]); err != nil {
+					return err
+				}
+				msg = name + " LED " + hexColor(color)
+			}
+			if o.kubeMode() {
+				return usageError{errLEDNoAnnotation}
+			}
+			return o.onBlades(cmd.Context(), false, messageTable, func(ctx context.Context, blade string, c bladeClient) (result, error) {
+				st, err := c.SetLEDColor(ctx, led, color)
+				return result{Message: msg, Status: viewStatus(st)}, err
+			})
 		},
 	}
 }
@@ -287,7 +338,7 @@ func newVersionCmd(o *options) *cobra.Command {
 			}
 			fmt.Fprintf(o.env.Stdout, "bladectl %s\n", v)
 			if len(results) > 0 {
-				if err := messageTable(results)(printer{format: outTable, out: o.env.Stdout}); err != nil {
+				if err := messageTable(printer{format: outTable, out: o.env.Stdout}, results); err != nil {
 					return err
 				}
 			}

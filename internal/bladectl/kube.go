@@ -615,6 +615,15 @@ func (n *nodeClient) SetFan(ctx context.Context, percent *uint32) (*agentv1.Stat
 	return nil, err
 }
 
+// errLEDNoAnnotation: LED colours are set only through the agent's API.
+var errLEDNoAnnotation = errors.New("LED colours cannot be set through the Kubernetes API (there is no Node annotation for them): use --blade or --all")
+
+// SetLEDColor is refused: SPEC §3 has no LED annotation. The led command
+// says so before connecting; this keeps nodeClient a whole bladeClient.
+func (n *nodeClient) SetLEDColor(context.Context, agentv1.LED, *agentv1.Color) (*agentv1.Status, error) {
+	return nil, errLEDNoAnnotation
+}
+
 // Watch reports the Blade now and on every change the agent writes.
 func (n *nodeClient) Watch(ctx context.Context, each func(*agentv1.WatchStatusResponse) error) error {
 	b, err := n.k.getBlade(ctx, n.node)

@@ -168,7 +168,7 @@ Node annotations, status from Blade objects ('bladectl get blades').`,
 		return cfg.Names(), cobra.ShellCompDirectiveNoFileComp
 	})
 
-	root.AddCommand(newStatusCmd(o), newMonitorCmd(o), newIdentifyCmd(o), newStealthCmd(o), newFanCmd(o),
+	root.AddCommand(newStatusCmd(o), newMonitorCmd(o), newIdentifyCmd(o), newStealthCmd(o), newFanCmd(o), newLEDCmd(o),
 		newVersionCmd(o), newConfigCmd(o), newGetCmd(o))
 	o.addKubeFlags(root)
 	o.acceptNodeArgs(root)
@@ -255,9 +255,13 @@ func (o *options) callContext(ctx context.Context, openEnded bool) (context.Cont
 	return context.WithTimeout(ctx, o.timeout)
 }
 
+// bladeCall is a command's work on one blade: it fills in Message and
+// Status; Blade and Error are set by runOne.
+type bladeCall func(ctx context.Context, blade string, c bladeClient) (result, error)
+
 // forEach runs fn on every target concurrently and returns the results in
 // target order. Failures are explained in plain words.
-func (o *options) forEach(ctx context.Context, openEnded bool, fn func(ctx context.Context, blade string, c bladeClient) (result, error)) ([]result, error) {
+func (o *options) forEach(ctx context.Context, openEnded bool, fn bladeCall) ([]result, error) {
 	ts, err := o.targets(ctx)
 	if err != nil {
 		return nil, err
@@ -275,7 +279,7 @@ func (o *options) forEach(ctx context.Context, openEnded bool, fn func(ctx conte
 	return results, nil
 }
 
-func (o *options) runOne(ctx context.Context, t target, openEnded bool, fn func(context.Context, string, bladeClient) (result, error)) result {
+func (o *options) runOne(ctx context.Context, t target, openEnded bool, fn bladeCall) result {
 	c, err := t.conn.Connect(t.name)
 	if err != nil {
 		return result{Blade: t.name, Error: err.Error()}
