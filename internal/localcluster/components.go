@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
@@ -98,6 +99,9 @@ type Agent struct {
 	Node string
 	// Dir holds Config, StateDir and Socket.
 	Dir, Config, StateDir string
+	// Kubeconfig is the agent's own: it acts as the agent ServiceAccount
+	// of its Node (see agentKubeconfig).
+	Kubeconfig string
 	// Socket is the agent's gRPC unix socket; SimSocket the simulated
 	// blade's control socket (in StateDir).
 	Socket, SimSocket string
@@ -119,9 +123,10 @@ func (c *Cluster) StartAgent(ctx context.Context, node string, extraArgs ...stri
 	dir := filepath.Join(c.Dir, "blades", node)
 	a := &Agent{
 		Node: node, Dir: dir,
-		Config:   filepath.Join(dir, "agent.yaml"),
-		StateDir: filepath.Join(dir, "state"),
-		Socket:   filepath.Join(dir, AgentSocket),
+		Config:     filepath.Join(dir, "agent.yaml"),
+		StateDir:   filepath.Join(dir, "state"),
+		Socket:     filepath.Join(dir, AgentSocket),
+		Kubeconfig: filepath.Join(dir, "kubeconfig"),
 	}
 	a.SimSocket = filepath.Join(a.StateDir, "simulator.sock")
 	if err := os.MkdirAll(a.StateDir, 0o700); err != nil {
@@ -140,8 +145,11 @@ metrics:
 	if err := os.WriteFile(a.Config, []byte(cfg), 0o644); err != nil {
 		return nil, err
 	}
+	if err := c.agentKubeconfig(node, a.Kubeconfig); err != nil {
+		return nil, err
+	}
 	args := append([]string{
-		"--kubernetes", "--kubeconfig=" + c.Kubeconfig, "--node-name=" + node,
+		"--kubernetes", "--kubeconfig=" + a.Kubeconfig, "--node-name=" + node,
 		"--config=" + a.Config, "--state-dir=" + a.StateDir,
 	}, extraArgs...)
 	// The agent runs in its blade's directory, where the relative
@@ -171,6 +179,25 @@ metrics:
 		return a, fmt.Errorf("agent for %s: %w", node, err)
 	}
 	return a, nil
+}
+
+// agentKubeconfig writes a kubeconfig that acts as the agent of node: the
+// ServiceAccount user with the authentication.kubernetes.io/node-name extra
+// that a pod-bound token of a DaemonSet pod on node carries. The agents are
+// processes, not pods, so they impersonate that identity with the admin
+// credentials; the API server then authorizes every request as the agent's
+// (RBAC, then the admission policy), as in a cluster.
+func (c *Cluster) agentKubeconfig(node, path string) error {
+	kc, err := clientcmd.LoadFromFile(c.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	for _, ai := range kc.AuthInfos {
+		ai.Impersonate = "system:serviceaccount:" + Namespace + ":" + AgentServiceAccount
+		ai.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + Namespace}
+		ai.ImpersonateUserExtra = map[string][]string{"authentication.kubernetes.io/node-name": {node}}
+	}
+	return clientcmd.WriteToFile(*kc, path)
 }
 
 // Agent returns the agent started for node, or nil.

@@ -38,6 +38,17 @@ import (
 // ServiceAccount live (the chart's default).
 const Namespace = "kubeblade-system"
 
+// AgentServiceAccount is the agents' ServiceAccount (in Namespace).
+const AgentServiceAccount = "kubeblade-agent"
+
+// AgentAccessManifests grant agents their access: RBAC and the admission
+// policy, relative to the repository root.
+var AgentAccessManifests = []string{
+	"config/rbac/agent/role.yaml",
+	"config/rbac/agent/role_binding.yaml",
+	"config/admission/agent-own-node.yaml",
+}
+
 // FieldManager applies manifests.
 const FieldManager = "kubeblade-localcluster"
 
@@ -172,6 +183,15 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err := c.createNamespace(ctx); err != nil {
 		return c, err
 	}
+	// The agents' ClusterRole and the admission policy that narrows it to
+	// their own Node, exactly as installed in a cluster: agents here run
+	// under them (see StartAgent), so a missing permission fails the demo
+	// and the end-to-end tests, not a user's first install.
+	for _, f := range AgentAccessManifests {
+		if err := c.ApplyFile(ctx, filepath.Join(testenv.RepoRoot(), f)); err != nil {
+			return c, err
+		}
+	}
 	c.log.Info("cluster up", "nodes", c.Nodes, "took", time.Since(start).Round(time.Millisecond))
 	return c, nil
 }
@@ -223,7 +243,7 @@ func (c *Cluster) createNamespace(ctx context.Context) error {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace, Labels: map[string]string{
 			"pod-security.kubernetes.io/enforce": "privileged",
 		}}},
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "kubeblade-agent", Namespace: Namespace}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: AgentServiceAccount, Namespace: Namespace}},
 	}
 	for _, o := range objs {
 		if err := c.Ctrl.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {

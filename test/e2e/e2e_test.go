@@ -14,9 +14,13 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
@@ -375,6 +379,56 @@ func TestBladeConfigAppliedLive(t *testing.T) {
 	}
 	if got := agentPIDs(t); !maps2Equal(got, pids) {
 		t.Errorf("agent processes changed from %v to %v: the config must apply without a restart", pids, got)
+	}
+}
+
+// TestAgentsConfinedToTheirNode: the agents act as the agent
+// ServiceAccount of their Node (localcluster writes their kubeconfigs), so
+// every flow above ran under the installed RBAC and admission policy. Here
+// blade-1's identity may patch blade-1 but is refused on blade-2, its Blade
+// and Events about it, with the policy's message.
+func TestAgentsConfinedToTheirNode(t *testing.T) {
+	ctx := t.Context()
+	cfg, err := clientcmd.BuildConfigFromFlags("", cluster.Agent("blade-1").Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	label := []byte(`{"metadata":{"labels":{"e2e.kubeblade.io/confined":"yes"}}}`)
+	if _, err := cs.CoreV1().Nodes().Patch(ctx, "blade-1", types.MergePatchType, label, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("blade-1's agent patching its own Node: %v", err)
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("blade-1's agent %s: got %v, want Forbidden", what, err)
+		} else if !strings.Contains(err.Error(), "blade-1") {
+			t.Errorf("blade-1's agent %s: refusal does not name its own node: %v", what, err)
+		}
+	}
+	_, err = cs.CoreV1().Nodes().Patch(ctx, "blade-2", types.MergePatchType, label, metav1.PatchOptions{})
+	refused("patching Node blade-2", err)
+	_, err = cs.CoreV1().Nodes().Patch(ctx, "blade-2", types.StrategicMergePatchType, []byte(`{"status":{"conditions":[{"type":"kubeblade.io/BladeThermalCritical","status":"True"}]}}`), metav1.PatchOptions{}, "status")
+	refused("patching Node blade-2's status", err)
+	_, err = cs.EventsV1().Events("default").Create(ctx, &eventsv1.Event{
+		ObjectMeta:          metav1.ObjectMeta{Name: "blade-2.e2e-forged"},
+		EventTime:           metav1.NowMicro(),
+		Regarding:           corev1.ObjectReference{Kind: "Node", Name: "blade-2"},
+		Reason:              "ButtonPressed",
+		Action:              "PressButton",
+		Type:                corev1.EventTypeNormal,
+		ReportingController: kubeevents.ReportingController,
+		ReportingInstance:   "blade-1",
+	}, metav1.CreateOptions{})
+	refused("writing an Event about blade-2", err)
+	body, _ := json.Marshal(map[string]any{"status": map[string]any{"agentVersion": "forged"}})
+	err = cs.CoreV1().RESTClient().Patch(types.MergePatchType).AbsPath("/apis/kubeblade.io/v1alpha1/blades/blade-2/status").Body(body).Do(ctx).Error()
+	refused("patching Blade blade-2's status", err)
+	if after, err := blade(ctx, "blade-2"); err == nil && after.Status.AgentVersion == "forged" {
+		t.Error("Blade blade-2's status was changed by blade-1's agent")
 	}
 }
 

@@ -100,7 +100,41 @@ func run(m *testing.M) int {
 	}
 	log.Info("e2e cluster ready", "took", time.Since(start).Round(100*time.Millisecond))
 	code = m.Run()
+	if code == 0 {
+		// The agents act as their ServiceAccount (see localcluster): a
+		// permission the installed RBAC or admission policy lacks shows up
+		// as a refused request in an agent's log even when a flow still
+		// passed, e.g. through a retry or another path.
+		if refusals := agentRefusals(); len(refusals) > 0 {
+			fmt.Fprintln(os.Stderr, "e2e: the API server refused agent requests:\n"+strings.Join(refusals, "\n"))
+			code = 1
+		}
+	}
 	return code
+}
+
+// agentRefusals returns the agents' log lines that report a request the API
+// server refused (Forbidden, or denied by the admission policy).
+func agentRefusals() []string {
+	var out []string
+	for _, n := range cluster.Nodes {
+		a := cluster.Agent(n)
+		if a == nil {
+			continue
+		}
+		raw, err := os.ReadFile(a.Log)
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s: reading the agent log: %v", n, err))
+			continue
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			l := strings.ToLower(line)
+			if strings.Contains(l, "forbidden") || strings.Contains(l, "denied request") {
+				out = append(out, n+": "+line)
+			}
+		}
+	}
+	return out
 }
 
 // setUp installs the BladeConfig, starts the operator and one agent per
