@@ -74,14 +74,11 @@ func (a *Approver) SetupWithManager(mgr ctrl.Manager) error {
 // Reconcile approves or denies one request.
 func (a *Approver) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := logf.FromContext(ctx)
-	c := &certv1.CertificateSigningRequest{}
-	if err := a.Client.Get(ctx, req.NamespacedName, c); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	c, err := getUnfinished(ctx, a.Client, req.NamespacedName)
+	if err != nil || c == nil || c.Spec.SignerName != SignerAgentServing || Approved(c) {
+		return ctrl.Result{}, err
 	}
-	if c.Spec.SignerName != SignerAgentServing || Approved(c) || Finished(c) {
-		return ctrl.Result{}, nil
-	}
-	verr := a.check(ctx, c)
+	_, _, verr := checkRequest(ctx, a.APIReader, a.AgentUser, c)
 	cond := certv1.CertificateSigningRequestCondition{
 		Type: certv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: ReasonAutoApproved,
 		Message:        "kubeblade-operator approved the agent's serving certificate for its own node",
@@ -106,38 +103,6 @@ func (a *Approver) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	log.Info("approved an agent certificate request", "csr", c.Name)
 	a.event(c, corev1.EventTypeNormal, ReasonAutoApproved, "Approved for node %s", c.Spec.Extra[NodeNameExtra][0])
 	return ctrl.Result{}, nil
-}
-
-// transientError marks failures worth a retry, not a denial.
-type transientError struct{ error }
-
-func (e transientError) Unwrap() error { return e.error }
-
-func isTransient(err error) bool {
-	_, ok := err.(transientError)
-	return ok
-}
-
-// check validates c against the requester's Node (its addresses).
-func (a *Approver) check(ctx context.Context, c *certv1.CertificateSigningRequest) error {
-	x, err := ParseRequest(c)
-	if err != nil {
-		return err
-	}
-	name, err := RequesterNode(c, a.AgentUser)
-	if err != nil {
-		return err
-	}
-	node := &corev1.Node{}
-	if err := a.APIReader.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
-		if apierrors.IsNotFound(err) {
-			node = nil
-		} else {
-			return transientError{err}
-		}
-	}
-	_, err = ValidateAgentServing(c, x, a.AgentUser, node)
-	return err
 }
 
 func (a *Approver) event(c *certv1.CertificateSigningRequest, typ, reason, msg string, args ...any) {

@@ -7,7 +7,6 @@ import (
 
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/kubeblade/kubeblade/internal/operator/ca"
 	"github.com/kubeblade/kubeblade/internal/operator/opmetrics"
-	"github.com/kubeblade/kubeblade/internal/pki"
 )
 
 const (
@@ -61,21 +59,17 @@ func (s *Signer) SetupWithManager(mgr ctrl.Manager) error {
 // Reconcile signs one approved request.
 func (s *Signer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := logf.FromContext(ctx)
-	c := &certv1.CertificateSigningRequest{}
-	if err := s.Client.Get(ctx, req.NamespacedName, c); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	c, err := getUnfinished(ctx, s.Client, req.NamespacedName)
+	if err != nil || c == nil || !Approved(c) {
+		return ctrl.Result{}, err
 	}
-	if !Approved(c) || Finished(c) {
-		return ctrl.Result{}, nil
-	}
-	usage, verr := s.check(ctx, c)
+	x, usage, verr := checkRequest(ctx, s.APIReader, s.AgentUser, c)
 	if isTransient(verr) {
 		return ctrl.Result{}, verr
 	}
 	if verr != nil {
 		return ctrl.Result{}, s.fail(ctx, c, verr)
 	}
-	x, _ := ParseRequest(c) // checked above
 	authority, err := ca.Load(ctx, s.Client, s.CASecret)
 	if err != nil {
 		// The CA controller creates it; retry with backoff.
@@ -105,31 +99,6 @@ func (s *Signer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 		s.Recorder.Eventf(c, nil, corev1.EventTypeNormal, ReasonSigned, "Sign", "Signed by %s", c.Spec.SignerName)
 	}
 	return ctrl.Result{}, nil
-}
-
-func (s *Signer) check(ctx context.Context, c *certv1.CertificateSigningRequest) (pki.Usage, error) {
-	x, err := ParseRequest(c)
-	if err != nil {
-		return 0, err
-	}
-	switch c.Spec.SignerName {
-	case SignerAgentServing:
-		name, err := RequesterNode(c, s.AgentUser)
-		if err != nil {
-			return 0, err
-		}
-		node := &corev1.Node{}
-		if err := s.APIReader.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
-			if !apierrors.IsNotFound(err) {
-				return 0, transientError{err}
-			}
-			node = nil
-		}
-		_, err = ValidateAgentServing(c, x, s.AgentUser, node)
-		return pki.UsageServer, err
-	default:
-		return pki.UsageClient, ValidateClient(c, x)
-	}
 }
 
 func (s *Signer) fail(ctx context.Context, c *certv1.CertificateSigningRequest, cause error) error {

@@ -39,8 +39,6 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
@@ -48,8 +46,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/config"
 	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
 	"github.com/kubeblade/kubeblade/internal/kubeagent"
-	"github.com/kubeblade/kubeblade/internal/operator"
-	"github.com/kubeblade/kubeblade/internal/testenv"
+	"github.com/kubeblade/kubeblade/test/bench/internal/benchenv"
 )
 
 const configName = "fleet"
@@ -67,39 +64,24 @@ func main() {
 	}
 }
 
-// startControlPlane is testenv.Start with the API server's in-flight limits
-// raised: every agent holds two watches and starts with a burst of writes.
-// The harness's client is in system:masters, which API Priority and
-// Fairness exempts, so these flags are the limits that matter.
-func startControlPlane() (*envtest.Environment, *rest.Config, error) {
-	dir, err := testenv.AssetsDir()
-	if err != nil {
-		return nil, nil, err
-	}
-	e := &envtest.Environment{
-		BinaryAssetsDirectory: dir,
-		CRDDirectoryPaths:     []string{testenv.RepoRoot() + "/config/crd/bases"},
-		ErrorIfCRDPathMissing: true,
-	}
-	e.ControlPlane.GetAPIServer().Configure().
-		Set("max-requests-inflight", "3000").
-		Set("max-mutating-requests-inflight", "1000")
-	cfg, err := e.Start()
-	if err != nil {
-		return nil, nil, fmt.Errorf("starting envtest with binaries from %s: %w", dir, err)
-	}
-	return e, cfg, nil
-}
-
 type blade struct {
 	sim *simulated.Blade
 	rep *kubeagent.Reporter
 }
 
 func run(n int, settle, quiet, window, timeout time.Duration) error {
-	ctrllog.SetLogger(logr.Discard())
 	klog.SetLogger(logr.Discard())
-	env, cfg, err := startControlPlane()
+	// The API server's in-flight limits are raised: every agent holds two
+	// watches and starts with a burst of writes. The harness's client is in
+	// system:masters, which API Priority and Fairness exempts, so these
+	// flags are the limits that matter.
+	env, err := benchenv.Start(benchenv.Options{
+		APIServerFlags: map[string]string{
+			"max-requests-inflight":          "3000",
+			"max-mutating-requests-inflight": "1000",
+		},
+		AdminQPS: 2000, AdminBurst: 4000,
+	})
 	if err != nil {
 		return err
 	}
@@ -107,26 +89,21 @@ func run(n int, settle, quiet, window, timeout time.Duration) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	adminCfg := rest.CopyConfig(cfg)
-	adminCfg.QPS, adminCfg.Burst = 2000, 4000
-	admin, err := client.New(adminCfg, client.Options{Scheme: operator.Scheme()})
-	if err != nil {
-		return err
-	}
+	cfg, adminCfg, admin := env.Config, env.AdminConfig, env.Admin
 	bc := &kbv1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: configName}}
 	if err := admin.Create(ctx, bc); err != nil {
 		return err
 	}
 	names := make([]string, n)
+	nodes := make([]*corev1.Node, n)
 	for i := range names {
-		names[i] = fmt.Sprintf("blade-%04d", i)
+		names[i] = benchenv.NodeName(i)
+		nodes[i] = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: names[i], Labels: map[string]string{
+			"kubernetes.io/arch": "arm64", kbv1.LabelConfig: configName,
+		}}}
 	}
 	start := time.Now()
-	if err := parallel(32, names, func(name string) error {
-		return admin.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-			"kubernetes.io/arch": "arm64", kbv1.LabelConfig: configName,
-		}}})
-	}); err != nil {
+	if err := benchenv.CreateNodes(ctx, admin, 32, nodes); err != nil {
 		return fmt.Errorf("creating Nodes: %w", err)
 	}
 	fmt.Printf("fixture: %d Nodes labelled %s=%s and BladeConfig %s created in %s\n",
@@ -290,32 +267,6 @@ func waitFor(timeout time.Duration, cond func() bool) (time.Duration, error) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return time.Since(start), nil
-}
-
-func parallel(workers int, items []string, fn func(string) error) error {
-	ch := make(chan string)
-	var wg sync.WaitGroup
-	var first atomic.Value
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for it := range ch {
-				if err := fn(it); err != nil {
-					first.CompareAndSwap(nil, err)
-				}
-			}
-		}()
-	}
-	for _, it := range items {
-		ch <- it
-	}
-	close(ch)
-	wg.Wait()
-	if e := first.Load(); e != nil {
-		return e.(error)
-	}
-	return nil
 }
 
 func writes(fleet []blade) uint64 {

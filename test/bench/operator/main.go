@@ -19,18 +19,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/operator"
 	"github.com/kubeblade/kubeblade/internal/operator/assign"
-	"github.com/kubeblade/kubeblade/internal/testenv"
+	"github.com/kubeblade/kubeblade/test/bench/internal/benchenv"
 )
 
 // counter counts the operator's requests by verb and resource.
@@ -99,8 +97,7 @@ func main() {
 }
 
 func run(nNodes int, steady time.Duration, qps float32, burst int) error {
-	ctrl.SetLogger(logr.Discard())
-	env, err := testenv.Start(testenv.Options{CRDDirs: []string{"config/crd/bases"}})
+	env, err := benchenv.Start(benchenv.Options{AdminQPS: 1000, AdminBurst: 2000})
 	if err != nil {
 		return err
 	}
@@ -108,33 +105,15 @@ func run(nNodes int, steady time.Duration, qps float32, burst int) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	adminCfg := rest.CopyConfig(env.Config)
-	adminCfg.QPS, adminCfg.Burst = 1000, 2000
-	admin, err := client.New(adminCfg, client.Options{Scheme: operator.Scheme()})
-	if err != nil {
-		return err
-	}
+	admin := env.Admin
 	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kubeblade-system"}}); err != nil {
 		return err
 	}
 
 	// Fixture: every node arm64; a third in zone a; a fifth gold.
-	var in []assign.Node
-	objs := make(chan *corev1.Node)
-	var wg sync.WaitGroup
-	var createErr atomic.Value
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n := range objs {
-				if err := admin.Create(ctx, n); err != nil {
-					createErr.Store(err)
-				}
-			}
-		}()
-	}
 	start := time.Now()
+	in := make([]assign.Node, nNodes)
+	objs := make([]*corev1.Node, nNodes)
 	for i := range nNodes {
 		l := map[string]string{"kubernetes.io/arch": "arm64"}
 		if i%3 == 0 {
@@ -143,14 +122,12 @@ func run(nNodes int, steady time.Duration, qps float32, burst int) error {
 		if i%5 == 0 {
 			l["tier"] = "gold"
 		}
-		name := fmt.Sprintf("blade-%04d", i)
-		in = append(in, assign.Node{Name: name, Labels: l})
-		objs <- &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}}
+		name := benchenv.NodeName(i)
+		in[i] = assign.Node{Name: name, Labels: l}
+		objs[i] = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}}
 	}
-	close(objs)
-	wg.Wait()
-	if e := createErr.Load(); e != nil {
-		return e.(error)
+	if err := benchenv.CreateNodes(ctx, admin, 16, objs); err != nil {
+		return err
 	}
 	fmt.Printf("fixture: %d nodes created in %s\n", nNodes, time.Since(start).Round(time.Millisecond))
 
