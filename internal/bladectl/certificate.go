@@ -52,7 +52,7 @@ the certificate, the key and the operator's CA in the bladectl config.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), wait)
 			defer cancel()
-			iss, err := csrclient.Obtain(ctx, cs, csrclient.Request{
+			iss, err := csrclient.Obtain(ctx, cs.CertificatesV1().CertificateSigningRequests(), csrclient.Request{
 				Name: "bladectl-" + commonName, SignerName: csrclient.SignerClient, CommonName: commonName,
 				Organization: []string{"kubeblade:admins"},
 			}, func(name string) {

@@ -24,9 +24,25 @@ import (
 	"time"
 
 	certv1 "k8s.io/api/certificates/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/certificate/csr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 )
+
+// CSRAPI is the part of the CertificateSigningRequest API csrclient uses;
+// client-go's typed CertificateSigningRequestInterface and kubeclient.CSRClient both satisfy it.
+type CSRAPI interface {
+	Create(ctx context.Context, csr *certv1.CertificateSigningRequest, opts metav1.CreateOptions) (*certv1.CertificateSigningRequest, error)
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*certv1.CertificateSigningRequest, error)
+	List(ctx context.Context, opts metav1.ListOptions) (*certv1.CertificateSigningRequestList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// NodeAPI reads Nodes; client-go's typed NodeInterface and kubeclient.NodeClient satisfy it.
+type NodeAPI interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Node, error)
+}
 
 // Signer names (the operator's csr package defines the same).
 const (
@@ -61,7 +77,7 @@ type Issued struct {
 
 // Submit makes a new key and sends a CSR for it, returning the key and
 // the CSR's name and UID. Nothing is waited for.
-func Submit(ctx context.Context, cs kubernetes.Interface, r Request) (keyPEM []byte, name string, uid string, key *ecdsa.PrivateKey, err error) {
+func Submit(ctx context.Context, csrs CSRAPI, r Request) (keyPEM []byte, name string, uid string, key *ecdsa.PrivateKey, err error) {
 	key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, "", "", nil, err
@@ -78,21 +94,28 @@ func Submit(ctx context.Context, cs kubernetes.Interface, r Request) (keyPEM []b
 	if r.SignerName == SignerAgentServing {
 		usages = []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageServerAuth}
 	}
-	var life *time.Duration
-	if r.Lifetime > 0 {
-		life = &r.Lifetime
-	}
 	pkDER, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
 	if err != nil {
 		return nil, "", "", nil, err
 	}
 	sum := sha256.Sum256(pkDER)
 	name = strings.TrimSuffix(r.Name, "-") + "-" + hex.EncodeToString(sum[:5])
-	reqName, reqUID, err := csr.RequestCertificateWithContext(ctx, cs,
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
-		name, r.SignerName, life, usages, key)
+	obj := &certv1.CertificateSigningRequest{
+		// The API server fills in the requester (username, UID, groups).
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: certv1.CertificateSigningRequestSpec{
+			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName: r.SignerName,
+			Usages:     usages,
+		},
+	}
+	if r.Lifetime > 0 {
+		secs := int32(r.Lifetime / time.Second)
+		obj.Spec.ExpirationSeconds = &secs
+	}
+	reqName, reqUID, err := create(ctx, csrs, obj, key)
 	if err != nil {
-		return nil, "", "", nil, fmt.Errorf("creating CertificateSigningRequest: %w", err)
+		return nil, "", "", nil, fmt.Errorf("creating CertificateSigningRequest %s: %w", name, err)
 	}
 	kder, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
@@ -104,15 +127,15 @@ func Submit(ctx context.Context, cs kubernetes.Interface, r Request) (keyPEM []b
 // Obtain submits a request and waits (until ctx ends) for the certificate.
 // waiting, if set, is told the CSR's name once it exists (for "approve it
 // with kubectl certificate approve NAME").
-func Obtain(ctx context.Context, cs kubernetes.Interface, r Request, waiting func(csrName string)) (*Issued, error) {
-	keyPEM, name, uid, _, err := Submit(ctx, cs, r)
+func Obtain(ctx context.Context, csrs CSRAPI, r Request, waiting func(csrName string)) (*Issued, error) {
+	keyPEM, name, uid, _, err := Submit(ctx, csrs, r)
 	if err != nil {
 		return nil, err
 	}
 	if waiting != nil {
 		waiting(name)
 	}
-	data, err := csr.WaitForCertificate(ctx, cs, name, typesUID(uid))
+	data, err := waitForCertificate(ctx, csrs, name, types.UID(uid))
 	if err != nil {
 		return nil, fmt.Errorf("waiting for CertificateSigningRequest %s: %w", name, err)
 	}

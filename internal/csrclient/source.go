@@ -17,8 +17,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"github.com/kubeblade/kubeblade/internal/clientconfig"
@@ -33,11 +31,9 @@ const (
 	CABundle    = "cluster-ca.crt"
 )
 
-func typesUID(s string) types.UID { return types.UID(s) }
-
 // NodeAddresses returns a Node's InternalIP and ExternalIP addresses.
-func NodeAddresses(ctx context.Context, cs kubernetes.Interface, name string) ([]net.IP, error) {
-	n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+func NodeAddresses(ctx context.Context, nodes NodeAPI, name string) ([]net.IP, error) {
+	n, err := nodes.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +51,10 @@ func NodeAddresses(ctx context.Context, cs kubernetes.Interface, name string) ([
 
 // Options configure a Source.
 type Options struct {
-	Client kubernetes.Interface
+	// CSRs is where the serving certificate is requested.
+	CSRs CSRAPI
+	// Nodes reads this blade's Node (for its addresses).
+	Nodes NodeAPI
 	// Dir is the agent's state directory (a hostPath).
 	Dir string
 	// NodeName is this blade's Node; the certificate names it.
@@ -89,11 +88,11 @@ var _ pki.CertificateSource = (*Source)(nil)
 // New loads the certificate from Dir, requesting a new one when it is
 // missing, due for renewal or no longer covers the blade's names.
 func New(ctx context.Context, o Options) (*Source, error) {
-	if o.Client == nil || o.Dir == "" || o.NodeName == "" {
-		return nil, errors.New("csrclient: Client, Dir and NodeName are required")
+	if o.CSRs == nil || o.Nodes == nil || o.Dir == "" || o.NodeName == "" {
+		return nil, errors.New("csrclient: CSRs, Nodes, Dir and NodeName are required")
 	}
 	if o.Addresses == nil {
-		o.Addresses = func() ([]net.IP, error) { return NodeAddresses(ctx, o.Client, o.NodeName) }
+		o.Addresses = func() ([]net.IP, error) { return NodeAddresses(ctx, o.Nodes, o.NodeName) }
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -175,7 +174,7 @@ func (s *Source) Ensure(ctx context.Context) error {
 		s.o.Logger.Info("requesting a serving certificate through the Kubernetes CSR API", "reason", reason)
 		ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 		defer cancel()
-		iss, err := Obtain(ctx, s.o.Client, Request{
+		iss, err := Obtain(ctx, s.o.CSRs, Request{
 			Name: "kubeblade-agent-" + s.o.NodeName, SignerName: SignerAgentServing, CommonName: s.o.NodeName,
 			DNSNames: dns, IPAddresses: ips, Lifetime: s.o.Lifetime,
 		}, nil)

@@ -205,7 +205,7 @@ func TestCSRClientAgentSource(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(impersonate(t, "csr-agent-node"))
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	src, err := csrclient.New(c, csrclient.Options{Client: cs, Dir: dir, NodeName: "csr-agent-node"})
+	src, err := csrclient.New(c, csrclient.Options{CSRs: cs.CertificatesV1().CertificateSigningRequests(), Nodes: cs.CoreV1().Nodes(), Dir: dir, NodeName: "csr-agent-node"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestCSRClientAgentSource(t *testing.T) {
 		t.Errorf("IPs %v lack the node's address", cert.Leaf.IPAddresses)
 	}
 	// A second start reuses the stored certificate: no new request.
-	src2, err := csrclient.New(c, csrclient.Options{Client: cs, Dir: dir, NodeName: "csr-agent-node"})
+	src2, err := csrclient.New(c, csrclient.Options{CSRs: cs.CertificatesV1().CertificateSigningRequests(), Nodes: cs.CoreV1().Nodes(), Dir: dir, NodeName: "csr-agent-node"})
 	if err != nil {
 		t.Fatal(err)
 	}
