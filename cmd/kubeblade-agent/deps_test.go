@@ -20,7 +20,15 @@ func TestLinkedPackages(t *testing.T) {
 	}{
 		// html/template (via grpc-go's x/net/trace) makes the linker keep
 		// every exported method of every reachable type.
-		{"release", "grpcnotrace", []string{"golang.org/x/net/trace", "html/template", "text/template"}},
+		// client-go's all-groups scheme (imported by its clientset, typed
+		// clients, events recorder and CSR helper, and by controller-runtime's
+		// client) links every built-in API type; internal/kubeclient exists
+		// so the agent needs none of them.
+		{"release", "grpcnotrace", []string{
+			"golang.org/x/net/trace", "html/template", "text/template",
+			"k8s.io/client-go/kubernetes", "k8s.io/client-go/tools/events", "k8s.io/client-go/util/certificate",
+			"sigs.k8s.io/controller-runtime/pkg/client",
+		}},
 		// The lean standalone build (make build-standalone) links no
 		// Kubernetes client or API machinery at all.
 		{"standalone", "nokube,grpcnotrace", []string{

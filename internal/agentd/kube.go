@@ -9,16 +9,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
@@ -27,6 +22,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/csrclient"
 	"github.com/kubeblade/kubeblade/internal/grpcapi"
 	"github.com/kubeblade/kubeblade/internal/kubeagent"
+	"github.com/kubeblade/kubeblade/internal/kubeclient"
 	"github.com/kubeblade/kubeblade/internal/metrics"
 	"github.com/kubeblade/kubeblade/internal/pki"
 )
@@ -77,18 +73,15 @@ func bootstrapConfig(ctx context.Context, o Options, local agentconfigv1.AgentCo
 		log.Warn("starting with the local config", "err", err)
 		return local
 	}
-	scheme := runtime.NewScheme()
-	_ = corev1.AddToScheme(scheme)
-	_ = v1alpha1.AddToScheme(scheme)
-	c, err := client.New(rc, client.Options{Scheme: scheme})
+	c, err := kubeclient.New(rc)
 	if err != nil {
 		log.Warn("starting with the local config", "err", err)
 		return local
 	}
 	ctx, cancel := context.WithTimeout(ctx, bootstrapTimeout)
 	defer cancel()
-	node := &corev1.Node{}
-	if err := c.Get(ctx, client.ObjectKey{Name: o.Kubernetes.NodeName}, node); err != nil {
+	node, err := c.Nodes.Get(ctx, o.Kubernetes.NodeName, metav1.GetOptions{})
+	if err != nil {
 		log.Warn("could not read this Node; starting with the local config", "err", err)
 		return local
 	}
@@ -96,8 +89,8 @@ func bootstrapConfig(ctx context.Context, o Options, local agentconfigv1.AgentCo
 	if name == "" {
 		return local
 	}
-	bc := &v1alpha1.BladeConfig{}
-	if err := c.Get(ctx, client.ObjectKey{Name: name}, bc); err != nil {
+	bc, err := c.BladeConfigs.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
 		log.Warn("could not read the assigned BladeConfig; starting with the local config", "bladeConfig", name, "err", err)
 		return local
 	}
@@ -125,10 +118,8 @@ func newKubeReporter(o Options, a *agent.Agent, cfg agentconfigv1.AgentConfig) (
 	if err != nil {
 		return nil, nil, err
 	}
-	// client-go and controller-runtime log through klog and logr; send
-	// both to the process's structured log.
+	// client-go logs through klog; send it to the process's structured log.
 	klog.SetSlogLogger(o.Logger)
-	ctrllog.SetLogger(logr.FromSlogHandler(o.Logger.Handler()))
 	rep, err := kubeagent.New(kubeagent.Options{
 		Config: rc, NodeName: k.NodeName, Agent: a, Local: cfg, Environ: o.Environ,
 		Heartbeat: k.Heartbeat, MinInterval: k.MinInterval, Clock: o.Clock, Logger: o.Logger,
@@ -154,7 +145,7 @@ func startClusterTLS(o Options, d *Daemon, srv *grpcapi.Server, goServe func(str
 	if err != nil {
 		return err
 	}
-	cs, err := kubernetes.NewForConfig(rc)
+	cs, err := kubeclient.New(rc)
 	if err != nil {
 		return fmt.Errorf("gRPC certificates: %w", err)
 	}
@@ -167,7 +158,7 @@ func startClusterTLS(o Options, d *Daemon, srv *grpcapi.Server, goServe func(str
 		var src *csrclient.Source
 		for backoff := time.Second; ; backoff = min(2*backoff, time.Minute) {
 			src, err = csrclient.New(ctx, csrclient.Options{
-				Client: cs, Dir: o.StateDir, NodeName: o.Kubernetes.NodeName, Clock: o.Clock, Logger: o.Logger,
+				CSRs: cs.CSRs, Nodes: cs.Nodes, Dir: o.StateDir, NodeName: o.Kubernetes.NodeName, Clock: o.Clock, Logger: o.Logger,
 			})
 			if err == nil {
 				break

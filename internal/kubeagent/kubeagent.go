@@ -19,12 +19,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
@@ -33,6 +30,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/config"
 	"github.com/kubeblade/kubeblade/internal/core"
 	"github.com/kubeblade/kubeblade/internal/eventbus"
+	"github.com/kubeblade/kubeblade/internal/kubeclient"
 	"github.com/kubeblade/kubeblade/internal/kubeevents"
 )
 
@@ -80,7 +78,7 @@ type Reporter struct {
 	o      Options
 	log    *slog.Logger
 	clk    clock.WithTicker
-	c      client.WithWatch
+	c      *kubeclient.Clientset
 	events *kubeevents.Recorder
 	// sub is taken in New, before the agent runs, so AgentStarted and
 	// everything after it reach Kubernetes.
@@ -133,27 +131,14 @@ func New(o Options) (*Reporter, error) {
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "kubeblade-agent/" + o.NodeName
 	}
-	scheme := runtime.NewScheme()
-	// Only the kinds the agent touches: a scheme with every built-in group
-	// costs the agent about a mebibyte of heap for nothing.
-	if err := corev1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	c, err := kubeclient.New(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+		return nil, err
 	}
 	r.c = c
 	r.sub = o.Agent.Subscribe(1024)
 	r.events = kubeevents.New(kubeevents.Options{
-		Client: cs.EventsV1(), NodeName: o.NodeName, Capacity: o.EventCapacity, Clock: o.Clock, Logger: o.Logger,
+		Client: c.Events(metav1.NamespaceDefault), NodeName: o.NodeName, Capacity: o.EventCapacity, Clock: o.Clock, Logger: o.Logger,
 	})
 	return r, nil
 }
@@ -188,7 +173,7 @@ func (r *Reporter) Run(ctx context.Context) error {
 		defer close(evDone)
 		_ = r.events.Run(ctx)
 	}()
-	nodeWatch := newObjectWatch(ctx, r.c, &corev1.Node{}, &corev1.NodeList{}, r.o.NodeName)
+	nodeWatch := newObjectWatch(ctx, r.c.Nodes, &corev1.Node{}, r.o.NodeName)
 	defer func() {
 		stopAll(nodeWatch, r.cfgWatch)
 		<-evDone
@@ -247,7 +232,7 @@ func (r *Reporter) follow(ctx context.Context, name string) {
 		return
 	}
 	r.log.Info("following BladeConfig", "bladeConfig", name)
-	r.cfgWatch = newObjectWatch(ctx, r.c, &v1alpha1.BladeConfig{}, &v1alpha1.BladeConfigList{}, name)
+	r.cfgWatch = newObjectWatch(ctx, r.c.BladeConfigs, &v1alpha1.BladeConfig{}, name)
 }
 
 func (r *Reporter) onConfig(ctx context.Context) {
@@ -374,7 +359,7 @@ func (r *Reporter) onEvent(ctx context.Context, ev core.Event) {
 		// The button confirmed identify: the request is fulfilled, so the
 		// annotation goes; otherwise a restart would start it again.
 		if ev.Source == core.SourceButton && r.node != nil {
-			if err := removeAnnotation(ctx, r.c, r.node, v1alpha1.AnnotationIdentify, "true"); err != nil {
+			if err := removeAnnotation(ctx, r.c.Nodes, r.node, v1alpha1.AnnotationIdentify, "true"); err != nil {
 				r.log.Error("could not remove the identify annotation", "err", err)
 				r.scheduleRetry()
 			}
@@ -425,7 +410,7 @@ func (r *Reporter) sync(ctx context.Context, now time.Time) time.Time {
 func (r *Reporter) syncNode(ctx context.Context, st agent.Status, now time.Time) error {
 	n := r.node
 	if want := desiredLabels(st); !labelsInSync(n, want) {
-		if err := applyLabels(ctx, r.c, n.Name, want); err != nil {
+		if err := applyLabels(ctx, r.c.Nodes, n.Name, want); err != nil {
 			return fmt.Errorf("node labels: %w", err)
 		}
 		r.markNodeStale()
@@ -434,13 +419,13 @@ func (r *Reporter) syncNode(ctx context.Context, st agent.Status, now time.Time)
 		return nil
 	}
 	if !conditionInSync(n, st.Critical) {
-		if err := patchCondition(ctx, r.c, n.Name, st.Critical, now); err != nil {
+		if err := patchCondition(ctx, r.c.Nodes, n.Name, st.Critical, now); err != nil {
 			return fmt.Errorf("node condition: %w", err)
 		}
 		r.markNodeStale()
 	}
 	if want := r.taint && st.Critical; hasTaint(n) != want {
-		if err := setTaint(ctx, r.c, n, want); err != nil {
+		if err := setTaint(ctx, r.c.Nodes, n, want); err != nil {
 			return fmt.Errorf("node taint: %w", err)
 		}
 		r.markNodeStale()
@@ -519,8 +504,7 @@ func (r *Reporter) writeBlade(ctx context.Context, bs v1alpha1.BladeStatus, now 
 		if err != nil {
 			return err
 		}
-		b := &v1alpha1.Blade{ObjectMeta: metav1.ObjectMeta{Name: r.o.NodeName}}
-		if err := r.c.Patch(ctx, b, client.RawPatch(types.ApplyPatchType, body), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		if _, err := r.c.Blades.Patch(ctx, r.o.NodeName, types.ApplyPatchType, body, applyOptions); err != nil {
 			return fmt.Errorf("creating Blade: %w", err)
 		}
 		r.created = true
@@ -536,8 +520,7 @@ func (r *Reporter) writeBlade(ctx context.Context, bs v1alpha1.BladeStatus, now 
 	if err != nil {
 		return err
 	}
-	b := &v1alpha1.Blade{ObjectMeta: metav1.ObjectMeta{Name: r.o.NodeName}}
-	if err := r.c.Status().Patch(ctx, b, client.RawPatch(types.ApplyPatchType, body), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+	if _, err := r.c.Blades.Patch(ctx, r.o.NodeName, types.ApplyPatchType, body, applyOptions, "status"); err != nil {
 		return fmt.Errorf("Blade status: %w", err)
 	}
 	r.lastBlade = &bs

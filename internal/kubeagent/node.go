@@ -9,15 +9,23 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	utilptr "k8s.io/utils/ptr"
 
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/agent"
 	"github.com/kubeblade/kubeblade/internal/hardware"
+	"github.com/kubeblade/kubeblade/internal/kubeclient"
 )
 
 // FieldManager owns every field the agent writes with server-side apply.
 const FieldManager = "kubeblade-agent"
+
+var (
+	// applyOptions server-side-apply the agent's fields, taking them over
+	// from any other manager: the agent is the source of truth for them.
+	applyOptions = metav1.PatchOptions{FieldManager: FieldManager, Force: utilptr.To(true)}
+	patchOptions = metav1.PatchOptions{FieldManager: FieldManager}
+)
 
 // Node condition reasons.
 const (
@@ -63,7 +71,7 @@ func labelsInSync(node *corev1.Node, want map[string]string) bool {
 // applyLabels server-side-applies exactly the wanted fact labels. Keys the
 // agent applied before and no longer wants are removed by the API server,
 // because this field manager stops claiming them.
-func applyLabels(ctx context.Context, c client.Client, node string, want map[string]string) error {
+func applyLabels(ctx context.Context, nodes *kubeclient.NodeClient, node string, want map[string]string) error {
 	patch := map[string]any{
 		"apiVersion": "v1",
 		"kind":       "Node",
@@ -73,8 +81,8 @@ func applyLabels(ctx context.Context, c client.Client, node string, want map[str
 	if err != nil {
 		return err
 	}
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
-	return c.Patch(ctx, n, client.RawPatch(types.ApplyPatchType, body), client.FieldOwner(FieldManager), client.ForceOwnership)
+	_, err = nodes.Patch(ctx, node, types.ApplyPatchType, body, applyOptions)
+	return err
 }
 
 func nodeCondition(node *corev1.Node) *corev1.NodeCondition {
@@ -99,7 +107,7 @@ func conditionInSync(node *corev1.Node, critical bool) bool {
 // patchCondition writes the BladeThermalCritical condition with a strategic
 // merge patch, which merges by condition type and leaves the kubelet's
 // conditions alone.
-func patchCondition(ctx context.Context, c client.Client, node string, critical bool, now time.Time) error {
+func patchCondition(ctx context.Context, nodes *kubeclient.NodeClient, node string, critical bool, now time.Time) error {
 	cond := map[string]any{
 		"type":               v1alpha1.NodeConditionThermalCritical,
 		"status":             corev1.ConditionFalse,
@@ -116,8 +124,8 @@ func patchCondition(ctx context.Context, c client.Client, node string, critical 
 	if err != nil {
 		return err
 	}
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
-	return c.Status().Patch(ctx, n, client.RawPatch(types.StrategicMergePatchType, body), client.FieldOwner(FieldManager))
+	_, err = nodes.Patch(ctx, node, types.StrategicMergePatchType, body, patchOptions, "status")
+	return err
 }
 
 func hasTaint(node *corev1.Node) bool {
@@ -133,11 +141,9 @@ func hasTaint(node *corev1.Node) bool {
 // atomic list, so this is a merge patch guarded by the resourceVersion: it
 // fails (and is retried with a fresh copy) rather than overwrite taints
 // another controller changed meanwhile.
-func setTaint(ctx context.Context, c client.Client, node *corev1.Node, want bool) error {
-	orig := node.DeepCopy()
-	n := node.DeepCopy()
+func setTaint(ctx context.Context, nodes *kubeclient.NodeClient, node *corev1.Node, want bool) error {
 	var taints []corev1.Taint
-	for _, t := range n.Spec.Taints {
+	for _, t := range node.Spec.Taints {
 		if t.Key != v1alpha1.TaintThermalCritical {
 			taints = append(taints, t)
 		}
@@ -146,13 +152,25 @@ func setTaint(ctx context.Context, c client.Client, node *corev1.Node, want bool
 		now := metav1.Now()
 		taints = append(taints, corev1.Taint{Key: v1alpha1.TaintThermalCritical, Effect: corev1.TaintEffectNoSchedule, TimeAdded: &now})
 	}
-	n.Spec.Taints = taints
-	return c.Patch(ctx, n, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(FieldManager))
+	// A JSON merge patch replaces the list whole; null removes it.
+	var list any
+	if len(taints) > 0 {
+		list = taints
+	}
+	body, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": node.ResourceVersion},
+		"spec":     map[string]any{"taints": list},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = nodes.Patch(ctx, node.Name, types.MergePatchType, body, patchOptions)
+	return err
 }
 
 // removeAnnotation deletes one annotation if it still has the given value,
 // so a person's newer value is never clobbered.
-func removeAnnotation(ctx context.Context, c client.Client, node *corev1.Node, key, value string) error {
+func removeAnnotation(ctx context.Context, nodes *kubeclient.NodeClient, node *corev1.Node, key, value string) error {
 	if node.Annotations[key] != value {
 		return nil
 	}
@@ -163,8 +181,7 @@ func removeAnnotation(ctx context.Context, c client.Client, node *corev1.Node, k
 	if err != nil {
 		return err
 	}
-	err = c.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name}}, client.RawPatch(types.JSONPatchType, body), client.FieldOwner(FieldManager))
-	if err != nil {
+	if _, err := nodes.Patch(ctx, node.Name, types.JSONPatchType, body, patchOptions); err != nil {
 		return fmt.Errorf("removing annotation %s: %w", key, err)
 	}
 	return nil

@@ -9,8 +9,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
+
+// listWatcher lists and watches one kind; kubeclient's typed clients are.
+type listWatcher[L runtime.Object] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
 
 // objectWatch keeps the latest copy of one named object, watched with a
 // metadata.name field selector so the API server sends this object's
@@ -22,16 +27,16 @@ type objectWatch struct {
 	done     chan struct{}
 }
 
-func newObjectWatch(ctx context.Context, c client.WithWatch, obj client.Object, list client.ObjectList, name string) *objectWatch {
-	sel := fields.OneTermEqualSelector("metadata.name", name)
+func newObjectWatch[L runtime.Object](ctx context.Context, c listWatcher[L], obj runtime.Object, name string) *objectWatch {
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			l := list.DeepCopyObject().(client.ObjectList)
-			return l, c.List(ctx, l, &client.ListOptions{FieldSelector: sel, Raw: &o})
+			o.FieldSelector = sel
+			return c.List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			l := list.DeepCopyObject().(client.ObjectList)
-			return c.Watch(ctx, l, &client.ListOptions{FieldSelector: sel, Raw: &o})
+			o.FieldSelector = sel
+			return c.Watch(ctx, o)
 		},
 	}
 	inf := toolscache.NewSharedIndexInformer(lw, obj, 0, toolscache.Indexers{})
@@ -57,12 +62,12 @@ func newObjectWatch(ctx context.Context, c client.WithWatch, obj client.Object, 
 
 // get returns the current copy, or nil if the object does not exist (or
 // was not listed yet).
-func (w *objectWatch) get() client.Object {
+func (w *objectWatch) get() runtime.Object {
 	items := w.informer.GetStore().List()
 	if len(items) == 0 {
 		return nil
 	}
-	return items[0].(client.Object)
+	return items[0].(runtime.Object)
 }
 
 // synced reports whether the first list arrived.

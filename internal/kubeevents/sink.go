@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	typedeventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/utils/clock"
 )
 
@@ -21,13 +20,19 @@ type write struct {
 	patch []byte // nil: create
 }
 
-// bufferedSink implements client-go's events.EventSink. It writes through
-// when the API server answers and otherwise keeps the writes, in order, in a
-// bounded queue that loses its oldest entries first; a flusher sends them
-// once the server is back. client-go's recorder alone retries each event
-// for about two minutes and then drops it, in no particular order.
+// EventClient is the part of the events.k8s.io/v1 Events API the recorder
+// uses, for the namespace its Events go to; client-go's typed EventInterface
+// and kubeclient.EventClient both satisfy it.
+type EventClient interface {
+	Create(ctx context.Context, ev *eventsv1.Event, opts metav1.CreateOptions) (*eventsv1.Event, error)
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*eventsv1.Event, error)
+}
+
+// bufferedSink writes Events. It writes through when the API server answers
+// and otherwise keeps the writes, in order, in a bounded queue that loses
+// its oldest entries first; a flusher sends them once the server is back.
 type bufferedSink struct {
-	client   typedeventsv1.EventsV1Interface
+	client   EventClient
 	instance string // reporting instance: the node name
 	capacity int
 	clk      clock.WithTicker
@@ -41,30 +46,25 @@ type bufferedSink struct {
 	failing atomic.Bool
 }
 
-func newBufferedSink(c typedeventsv1.EventsV1Interface, instance string, capacity int, clk clock.WithTicker) *bufferedSink {
+func newBufferedSink(c EventClient, instance string, capacity int, clk clock.WithTicker) *bufferedSink {
 	return &bufferedSink{
 		client: c, instance: instance, capacity: capacity, clk: clk,
 		timeout: 10 * time.Second, wake: make(chan struct{}, 1),
 	}
 }
 
-// Create implements events.EventSink.
+// Create writes a new Event.
 func (s *bufferedSink) Create(ctx context.Context, ev *eventsv1.Event) (*eventsv1.Event, error) {
 	return s.submit(ctx, write{event: s.stamp(ev)})
 }
 
-// Update implements events.EventSink (client-go's recorder does not use it).
-func (s *bufferedSink) Update(ctx context.Context, ev *eventsv1.Event) (*eventsv1.Event, error) {
-	return s.client.Events(ev.Namespace).Update(ctx, s.stamp(ev), metav1.UpdateOptions{})
-}
-
-// Patch implements events.EventSink: client-go patches a series' count.
+// Patch updates a series' count on an Event written before; ev is the
+// whole Event, created instead if the first one never arrived.
 func (s *bufferedSink) Patch(ctx context.Context, ev *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
 	return s.submit(ctx, write{event: s.stamp(ev), patch: data})
 }
 
-// stamp sets the reporting instance to the node name, as the spec asks;
-// client-go would use the pod's hostname.
+// stamp sets the reporting instance to the node name, as the spec asks.
 func (s *bufferedSink) stamp(ev *eventsv1.Event) *eventsv1.Event {
 	ev = ev.DeepCopy()
 	ev.ReportingInstance = s.instance
@@ -81,8 +81,7 @@ func (s *bufferedSink) submit(ctx context.Context, w write) (*eventsv1.Event, er
 			return got, err
 		}
 	}
-	// Keep order behind what is already waiting, and tell the recorder
-	// the write succeeded so it neither retries nor gives up on it.
+	// Keep order behind what is already waiting; the queue delivers it.
 	s.enqueue(w)
 	return w.event, nil
 }
@@ -105,7 +104,7 @@ func (s *bufferedSink) enqueue(w write) {
 func (s *bufferedSink) do(ctx context.Context, w write) (*eventsv1.Event, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	events := s.client.Events(w.event.Namespace)
+	events := s.client
 	var got *eventsv1.Event
 	var err error
 	if w.patch != nil {

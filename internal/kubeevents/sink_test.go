@@ -62,7 +62,7 @@ func event(note string) *eventsv1.Event {
 func TestWritesThroughWhenUp(t *testing.T) {
 	a := &apiServer{}
 	cs := newFake(a)
-	s := newBufferedSink(cs.EventsV1(), "blade1", 10, clocktesting.NewFakeClock(time.Now()))
+	s := newBufferedSink(cs.EventsV1().Events("default"), "blade1", 10, clocktesting.NewFakeClock(time.Now()))
 	if _, err := s.Create(context.Background(), event("one")); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestQueuesInOrderDropsOldestAndFlushes(t *testing.T) {
 	a := &apiServer{}
 	a.setDown(errors.New("dial tcp 127.0.0.1:6443: connect: connection refused"))
 	clk := clocktesting.NewFakeClock(time.Now())
-	s := newBufferedSink(newFake(a).EventsV1(), "blade1", 3, clk)
+	s := newBufferedSink(newFake(a).EventsV1().Events("default"), "blade1", 3, clk)
 	for i := 1; i <= 5; i++ {
 		// The recorder must see success, or it would retry and give up
 		// on its own schedule.
@@ -123,7 +123,7 @@ func TestQueuesInOrderDropsOldestAndFlushes(t *testing.T) {
 func TestMalformedEventIsNotQueued(t *testing.T) {
 	a := &apiServer{}
 	a.setDown(apierrors.NewInvalid(schema.GroupKind{Group: "events.k8s.io", Kind: "Event"}, "x", nil))
-	s := newBufferedSink(newFake(a).EventsV1(), "blade1", 3, clocktesting.NewFakeClock(time.Now()))
+	s := newBufferedSink(newFake(a).EventsV1().Events("default"), "blade1", 3, clocktesting.NewFakeClock(time.Now()))
 	if _, err := s.Create(context.Background(), event("bad")); err == nil {
 		t.Fatal("a refused event was reported as written")
 	}
