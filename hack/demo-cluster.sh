@@ -103,6 +103,7 @@ In another shell:
   # the agents' own gRPC API over their unix sockets, and the Kubernetes mode
   bladectl --blade blade-1 status;  bladectl -A monitor
   bladectl --node blade-1 status;   bladectl --node blade-3 identify
+  bladectl --blade blade-2 led edge ff8000;  bladectl --blade blade-2 led edge clear
 EOF
 
 if [ "$scripted" != 1 ]; then
@@ -159,6 +160,9 @@ run kubectl get blades -o custom-columns=NAME:.metadata.name,CONFIG:.status.conf
 run bladectl --blade blade-3 status -o json | grep "\"config\""
 
 bold "6. bladectl over the agents' unix sockets"
+run bladectl --blade blade-2 led edge ff8000
+bladectl --blade blade-2 status | grep -q '#ff8000' || fail "the edge LED override did not show on blade-2"
+run bladectl --blade blade-2 led edge clear
 run bladectl -A status
 run bladectl --blade blade-1 monitor --timeout 2s
 
