@@ -11,12 +11,12 @@ import (
 	certv1 "k8s.io/api/certificates/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/kubeblade/kubeblade/internal/kubeclient"
 )
 
 // This file does what client-go's util/certificate/csr does for
@@ -77,17 +77,8 @@ func compatible(old *certv1.CertificateSigningRequest, signer string, key crypto
 // request is denied, fails, is deleted or replaced (another UID), and when
 // ctx ends.
 func waitForCertificate(ctx context.Context, csrs CSRAPI, name string, uid types.UID) ([]byte, error) {
-	sel := fields.OneTermEqualSelector("metadata.name", name).String()
-	lw := cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return csrs.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return csrs.Watch(ctx, o)
-		},
-	}, csrs) // a client may say it cannot stream lists (client-go's fakes do)
+	// A client may say it cannot stream lists (client-go's fakes do).
+	lw := cache.ToListWatcherWithWatchListSemantics(kubeclient.ListWatchNamed[*certv1.CertificateSigningRequestList](csrs, name), csrs)
 	// No precondition: checking the synced store would poll HasSynced. As
 	// in client-go, a request deleted before the first list is waited for
 	// until ctx ends.

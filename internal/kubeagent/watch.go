@@ -4,22 +4,14 @@ import (
 	"context"
 	"sync"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/kubeblade/kubeblade/internal/kubeclient"
 )
 
-// listWatcher lists and watches one kind; kubeclient's typed clients are.
-type listWatcher[L runtime.Object] interface {
-	List(ctx context.Context, opts metav1.ListOptions) (L, error)
-	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
-}
-
-// objectWatch keeps the latest copy of one named object, watched with a
-// metadata.name field selector so the API server sends this object's
-// changes and nothing else: the agent's cost does not grow with the cluster.
+// objectWatch keeps the latest copy of one named object
+// (kubeclient.ListWatchNamed).
 type objectWatch struct {
 	informer toolscache.SharedIndexInformer
 	changed  chan struct{}
@@ -27,18 +19,8 @@ type objectWatch struct {
 	done     chan struct{}
 }
 
-func newObjectWatch[L runtime.Object](ctx context.Context, c listWatcher[L], obj runtime.Object, name string) *objectWatch {
-	sel := fields.OneTermEqualSelector("metadata.name", name).String()
-	lw := &toolscache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return c.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return c.Watch(ctx, o)
-		},
-	}
+func newObjectWatch[L runtime.Object](ctx context.Context, c kubeclient.ListerWatcher[L], obj runtime.Object, name string) *objectWatch {
+	lw := kubeclient.ListWatchNamed(c, name)
 	inf := toolscache.NewSharedIndexInformer(lw, obj, 0, toolscache.Indexers{})
 	w := &objectWatch{informer: inf, changed: make(chan struct{}, 1), done: make(chan struct{})}
 	notify := func() {

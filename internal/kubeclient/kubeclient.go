@@ -13,16 +13,21 @@
 package kubeclient
 
 import (
+	"context"
 	"fmt"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
 
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
@@ -38,8 +43,9 @@ type (
 )
 
 // Clientset holds the agent's typed clients. They share one HTTP client
-// (one connection pool) and one client-side rate limiter, like client-go's
-// clientset.
+// (one connection pool) and, when the config sets QPS, one client-side rate
+// limiter; without QPS each group gets client-go's default limiter, as with
+// client-go's clientset.
 type Clientset struct {
 	Nodes        *NodeClient
 	CSRs         *CSRClient
@@ -136,4 +142,28 @@ func New(cfg *rest.Config) (*Clientset, error) {
 		events: events,
 		params: params,
 	}, nil
+}
+
+// ListerWatcher lists and watches one kind: the typed clients here do, and
+// so do client-go's.
+type ListerWatcher[L runtime.Object] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// ListWatchNamed lists and watches only the object called name, with a
+// metadata.name field selector: the API server sends that object's changes
+// and nothing else, so the agent's cost does not grow with the cluster.
+func ListWatchNamed[L runtime.Object](c ListerWatcher[L], name string) *cache.ListWatch {
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = sel
+			return c.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = sel
+			return c.Watch(ctx, o)
+		},
+	}
 }
