@@ -193,7 +193,7 @@ func (c *Cluster) agentKubeconfig(node, path string) error {
 		return err
 	}
 	for _, ai := range kc.AuthInfos {
-		ai.Impersonate = "system:serviceaccount:" + Namespace + ":" + AgentServiceAccount
+		ai.Impersonate = agentIdentity().AgentUser()
 		ai.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + Namespace}
 		ai.ImpersonateUserExtra = map[string][]string{"authentication.kubernetes.io/node-name": {node}}
 	}

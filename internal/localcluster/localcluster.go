@@ -38,8 +38,13 @@ import (
 // ServiceAccount live (the chart's default).
 const Namespace = "kubeblade-system"
 
-// AgentServiceAccount is the agents' ServiceAccount (in Namespace).
-const AgentServiceAccount = "kubeblade-agent"
+// agentIdentity is the operator's view of who the agents are: its default
+// ServiceAccount, in Namespace.
+func agentIdentity() operator.Options {
+	o := operator.DefaultOptions()
+	o.Namespace = Namespace
+	return o
+}
 
 // AgentAccessManifests grant agents their access: RBAC and the admission
 // policy, relative to the repository root.
@@ -243,7 +248,7 @@ func (c *Cluster) createNamespace(ctx context.Context) error {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace, Labels: map[string]string{
 			"pod-security.kubernetes.io/enforce": "privileged",
 		}}},
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: AgentServiceAccount, Namespace: Namespace}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: agentIdentity().AgentServiceAccount, Namespace: Namespace}},
 	}
 	for _, o := range objs {
 		if err := c.Ctrl.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
