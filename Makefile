@@ -49,7 +49,7 @@ build-standalone: ## Build bin/kubeblade-agent-standalone: no Kubernetes client,
 	CGO_ENABLED=0 $(GO) build -tags nokube,$(TAGS) -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/kubeblade-agent-standalone ./cmd/kubeblade-agent
 
 .PHONY: envtest-assets
-envtest-assets: ## Build kube-apiserver and etcd from source into bin/k8s (cached).
+envtest-assets: ## Build kube-apiserver and etcd from source (cached in ~/.cache/kubeblade/k8s).
 	@hack/k8s-tools.sh kube-apiserver etcd >/dev/null
 
 .PHONY: vet
@@ -109,7 +109,7 @@ demo-standalone: build ## Run one agent on a simulated blade without Kubernetes 
 	hack/demo.sh
 
 # The end-to-end tests' cluster: the envtest pair plus the controllers that
-# roll out DaemonSets (built once into bin/k8s, like the rest).
+# roll out DaemonSets (built once into the same cache, like the rest).
 E2E_K8S_BINS := kube-apiserver etcd kube-controller-manager kube-scheduler
 # The "upgraded" operator of the upgrade test: the same code, another version.
 E2E_VERSION  := $(VERSION)-e2e-next

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make demo: a whole kubeblade cluster on this machine. etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler and kubectl built from source
-# (hack/k8s-tools.sh, cached in bin/k8s), three fake-kubelet blade Nodes,
+# (hack/k8s-tools.sh, cached in ~/.cache/kubeblade/k8s), three fake-kubelet blade Nodes,
 # the CRDs and a BladeConfig, kubeblade-operator, and one kubeblade-agent
 # process per blade on the simulated backend (hack/localcluster). Prints what
 # to try and keeps running until Ctrl-C, which stops and removes everything.
@@ -33,7 +33,7 @@ sim() { curl -fsS --unix-socket "$DEMO_DIR/blades/$1/state/simulator.sock" -X PO
 event_seen() { kubectl get events -A --field-selector "involvedObject.name=$1,reason=$2" -o name | grep -q .; }
 condition() { jp "node/$1" "{.status.conditions[?(@.type==\"BladeThermalCritical\")].status}"; }
 
-echo "Building the control plane (cached in bin/k8s; the first build of each binary takes minutes)..."
+echo "Building the control plane (cached in ~/.cache/kubeblade/k8s; the first build of each binary takes minutes)..."
 k8s=$(hack/k8s-tools.sh kube-apiserver etcd kube-controller-manager kube-scheduler kubectl)
 export PATH="$k8s:$PATH"
 go build -o bin/localcluster ./hack/localcluster

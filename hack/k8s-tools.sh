@@ -2,15 +2,18 @@
 # Builds the Kubernetes control-plane binaries kubeblade's tests and demo run
 # (kube-apiserver, etcd, and on request kube-controller-manager,
 # kube-scheduler, kubectl) from the Go module proxy, using the pinned tools
-# modules under hack/tools. Binaries are cached in a directory named after the
-# pinned versions, so they are rebuilt only when a version changes.
+# modules under hack/tools. Binaries are cached outside the clone, under
+# ${XDG_CACHE_HOME:-$HOME/.cache}/kubeblade/k8s/, in a directory named after the
+# pinned versions: every clone and worktree shares them, and they are rebuilt
+# only when a version changes.
 #
 #   hack/k8s-tools.sh [binary...]   builds what is missing, prints the directory
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 kube_ver=$(awk '$1=="k8s.io/kubernetes"{print $2}' "$root/hack/tools/kube/go.mod")
 etcd_ver=$(awk '$1=="go.etcd.io/etcd/server/v3"{print $2}' "$root/hack/tools/etcd/go.mod")
-dir="$root/bin/k8s/kubernetes-$kube_ver-etcd-$etcd_ver"
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/kubeblade"
+dir="$cache/k8s/kubernetes-$kube_ver-etcd-$etcd_ver"
 mkdir -p "$dir"
 [ $# -gt 0 ] || set -- kube-apiserver etcd
 

@@ -50,12 +50,18 @@ func RepoRoot() string {
 }
 
 // AssetsDir returns the directory holding kube-apiserver and etcd:
-// KUBEBUILDER_ASSETS if set, else the newest build under bin/k8s.
+// KUBEBUILDER_ASSETS if set, else the newest build hack/k8s-tools.sh cached
+// under $XDG_CACHE_HOME/kubeblade/k8s (default ~/.cache/kubeblade/k8s).
 func AssetsDir() (string, error) {
 	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
 		return d, nil
 	}
-	matches, _ := filepath.Glob(filepath.Join(RepoRoot(), "bin", "k8s", "*", "kube-apiserver"))
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache")
+	}
+	matches, _ := filepath.Glob(filepath.Join(cache, "kubeblade", "k8s", "*", "kube-apiserver"))
 	sort.Strings(matches)
 	for i := len(matches) - 1; i >= 0; i-- {
 		d := filepath.Dir(matches[i])
