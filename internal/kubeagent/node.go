@@ -142,9 +142,11 @@ func hasTaint(node *corev1.Node) bool {
 // fails (and is retried with a fresh copy) rather than overwrite taints
 // another controller changed meanwhile.
 func setTaint(ctx context.Context, nodes *kubeclient.NodeClient, node *corev1.Node, want bool) error {
+	// Only the agent's own taint (key and effect) is touched: the admission
+	// policy refuses any other change to the list.
 	var taints []corev1.Taint
 	for _, t := range node.Spec.Taints {
-		if t.Key != v1alpha1.TaintThermalCritical {
+		if t.Key != v1alpha1.TaintThermalCritical || t.Effect != corev1.TaintEffectNoSchedule {
 			taints = append(taints, t)
 		}
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/hardware"
 	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
 	"github.com/kubeblade/kubeblade/internal/testenv"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 var (
@@ -45,7 +46,36 @@ func TestMain(m *testing.M) {
 		if k8s, err = client.New(e.Config, client.Options{Scheme: s}); err != nil {
 			panic(err)
 		}
+		if err := installAgentAccess(); err != nil {
+			fmt.Fprintln(os.Stderr, "installing the agent's RBAC and admission policies:", err)
+			os.Exit(1)
+		}
 	}))
+}
+
+// installAgentAccess installs the agent's RBAC and admission policies as a
+// cluster has them: every agent here acts as the agent ServiceAccount of its
+// Node (startBlade), so whatever the Reporter writes must pass them.
+func installAgentAccess() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := testenv.ApplyFiles(ctx, k8s, "config/rbac/agent/role.yaml", "config/rbac/agent/role_binding.yaml",
+		"config/admission/agent-own-node.yaml"); err != nil {
+		return err
+	}
+	// Policies load asynchronously: wait until a foreign Node is refused.
+	probe := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "policy-probe"}}
+	if err := k8s.Create(ctx, probe); err != nil {
+		return err
+	}
+	agent, err := client.New(testenv.AsAgent(env.Config, "another-node", "another-uid"), client.Options{Scheme: k8s.Scheme()})
+	if err != nil {
+		return err
+	}
+	return testwait.Poll(ctx, time.Minute, func(ctx context.Context) (bool, string) {
+		err := agent.Patch(ctx, probe, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"labels":{"kubeblade.io/soc":"x"}}}`)), client.DryRunAll)
+		return apierrors.IsForbidden(err), fmt.Sprint(err)
+	})
 }
 
 // bladeUnderTest is one agent on a simulated blade, with its Kubernetes side,
@@ -73,9 +103,14 @@ func startBlade(t testing.TB, node string, opts ...option) *bladeUnderTest {
 	if err := k8s.Create(ctx, n); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+		t.Fatal(err)
+	}
 	so := simulated.Options{Load: 0.2}
 	local := config.Default()
-	ro := Options{Config: env.Config, NodeName: node, Heartbeat: time.Hour, MinInterval: time.Hour}
+	// The agent acts as its Node's agent ServiceAccount, under the RBAC and
+	// admission policies installAgentAccess installed.
+	ro := Options{Config: testenv.AsAgent(env.Config, node, n.UID), NodeName: node, Heartbeat: time.Hour, MinInterval: time.Hour}
 	for _, o := range opts {
 		o(&so, &local, &ro)
 	}

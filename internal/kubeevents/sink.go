@@ -18,7 +18,18 @@ import (
 type write struct {
 	event *eventsv1.Event
 	patch []byte // nil: create
+	// forbidden counts the 403s this write got (see ForbiddenRetries).
+	forbidden int
 }
+
+// ForbiddenRetries is how often a write the API server refused with 403
+// Forbidden is tried again before it is dropped. The agent writes as its
+// own ServiceAccount, and a kube-apiserver that has just (re)started
+// answers 403 until its RBAC and admission-policy caches are filled ("not
+// yet ready to handle request"): right after an outage a refusal is usually
+// not final. One that persists through the retries (a few seconds of
+// backoff) is.
+const ForbiddenRetries = 5
 
 // EventClient is the part of the events.k8s.io/v1 Events API the recorder
 // uses, for the namespace its Events go to; client-go's typed EventInterface
@@ -77,7 +88,7 @@ func (s *bufferedSink) submit(ctx context.Context, w write) (*eventsv1.Event, er
 	s.mu.Unlock()
 	if !queued {
 		got, err := s.do(ctx, w)
-		if err == nil || !transient(err) {
+		if err == nil || !s.retry(&w, err) {
 			return got, err
 		}
 	}
@@ -130,6 +141,15 @@ func (s *bufferedSink) do(ctx context.Context, w write) (*eventsv1.Event, error)
 	return got, err
 }
 
+// retry reports whether w is worth another try after err, counting 403s.
+func (s *bufferedSink) retry(w *write, err error) bool {
+	if apierrors.IsForbidden(err) && w.forbidden < ForbiddenRetries {
+		w.forbidden++
+		return true
+	}
+	return transient(err)
+}
+
 // transient reports whether err means "try again later" rather than "this
 // event is malformed".
 func transient(err error) bool {
@@ -162,7 +182,12 @@ func (s *bufferedSink) run(ctx context.Context) {
 			}
 		}
 		_, err := s.do(ctx, *next)
-		if err != nil && transient(err) {
+		if err != nil && s.retry(next, err) {
+			s.mu.Lock()
+			if len(s.queue) > 0 && s.queue[0].event == next.event {
+				s.queue[0].forbidden = next.forbidden
+			}
+			s.mu.Unlock()
 			t := s.clk.NewTimer(backoff)
 			select {
 			case <-ctx.Done():

@@ -132,6 +132,62 @@ func TestMalformedEventIsNotQueued(t *testing.T) {
 	}
 }
 
+// TestForbiddenIsRetriedAWhile: a kube-apiserver that has just started
+// answers 403 until its RBAC and admission caches are filled, so a 403 is
+// retried ForbiddenRetries times before the write is dropped and the queue
+// moves on.
+func TestForbiddenIsRetriedAWhile(t *testing.T) {
+	gr := schema.GroupResource{Group: "events.k8s.io", Resource: "events"}
+	for name, tc := range map[string]struct {
+		refusals  int
+		delivered []string
+	}{
+		"while the API server warms up": {refusals: ForbiddenRetries, delivered: []string{"first", "second"}},
+		"for good":                      {refusals: 1000, delivered: []string{"second"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := &apiServer{}
+			var mu sync.Mutex
+			refusals := tc.refusals
+			cs := newFake(a)
+			cs.PrependReactor("create", "events", func(act k8stesting.Action) (bool, runtime.Object, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if act.(k8stesting.CreateAction).GetObject().(*eventsv1.Event).Note == "first" && refusals > 0 {
+					refusals--
+					return true, nil, apierrors.NewForbidden(gr, "x", errors.New("not yet ready to handle request"))
+				}
+				return false, nil, nil
+			})
+			clk := clocktesting.NewFakeClock(time.Now())
+			s := newBufferedSink(cs.EventsV1().Events("default"), "blade1", 10, clk)
+			if _, err := s.Create(context.Background(), event("first")); err != nil {
+				t.Fatalf("a first 403 was final: %v", err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan struct{})
+			go func() { defer close(done); s.run(ctx) }()
+			// The flusher retries on the fake clock until the write is sent
+			// or given up.
+			for s.pending() != 0 {
+				if clk.HasWaiters() {
+					clk.Step(10 * time.Second)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if _, err := s.Create(context.Background(), event("second")); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.delivered, a.notes()); diff != "" {
+				t.Errorf("delivered (-want +got):\n%s", diff)
+			}
+			cancel()
+			<-done
+		})
+	}
+}
+
 func TestTransient(t *testing.T) {
 	gr := schema.GroupResource{Group: "events.k8s.io", Resource: "events"}
 	cases := map[string]struct {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -145,7 +146,7 @@ metrics:
 	if err := os.WriteFile(a.Config, []byte(cfg), 0o644); err != nil {
 		return nil, err
 	}
-	if err := c.agentKubeconfig(node, a.Kubeconfig); err != nil {
+	if err := c.agentKubeconfig(ctx, node, a.Kubeconfig); err != nil {
 		return nil, err
 	}
 	args := append([]string{
@@ -182,12 +183,16 @@ metrics:
 }
 
 // agentKubeconfig writes a kubeconfig that acts as the agent of node: the
-// ServiceAccount user with the authentication.kubernetes.io/node-name extra
-// that a pod-bound token of a DaemonSet pod on node carries. The agents are
-// processes, not pods, so they impersonate that identity with the admin
-// credentials; the API server then authorizes every request as the agent's
-// (RBAC, then the admission policy), as in a cluster.
-func (c *Cluster) agentKubeconfig(node, path string) error {
+// ServiceAccount user with the authentication.kubernetes.io/node-name and
+// node-uid extras that a pod-bound token of a DaemonSet pod on node carries.
+// The agents are processes, not pods, so they impersonate that identity
+// with the admin credentials; the API server then authorizes every request
+// as the agent's (RBAC, then the admission policies), as in a cluster.
+func (c *Cluster) agentKubeconfig(ctx context.Context, node, path string) error {
+	n := &corev1.Node{}
+	if err := c.Ctrl.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+		return fmt.Errorf("the Node of agent %s: %w", node, err)
+	}
 	kc, err := clientcmd.LoadFromFile(c.Kubeconfig)
 	if err != nil {
 		return err
@@ -195,7 +200,10 @@ func (c *Cluster) agentKubeconfig(node, path string) error {
 	for _, ai := range kc.AuthInfos {
 		ai.Impersonate = agentIdentity().AgentUser()
 		ai.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + Namespace}
-		ai.ImpersonateUserExtra = map[string][]string{"authentication.kubernetes.io/node-name": {node}}
+		ai.ImpersonateUserExtra = map[string][]string{
+			"authentication.kubernetes.io/node-name": {node},
+			"authentication.kubernetes.io/node-uid":  {string(n.UID)},
+		}
 	}
 	return clientcmd.WriteToFile(*kc, path)
 }

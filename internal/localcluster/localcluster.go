@@ -46,12 +46,14 @@ func agentIdentity() operator.Options {
 	return o
 }
 
-// AgentAccessManifests grant agents their access: RBAC and the admission
-// policy, relative to the repository root.
+// AgentAccessManifests grant agents their access and confine them and the
+// BladeConfigs: RBAC and the admission policies, relative to the
+// repository root.
 var AgentAccessManifests = []string{
 	"config/rbac/agent/role.yaml",
 	"config/rbac/agent/role_binding.yaml",
 	"config/admission/agent-own-node.yaml",
+	"config/admission/agent-images.yaml",
 }
 
 // FieldManager applies manifests.

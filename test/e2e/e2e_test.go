@@ -27,6 +27,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/kubeevents"
 	"github.com/kubeblade/kubeblade/internal/localcluster"
 	"github.com/kubeblade/kubeblade/internal/operator/daemonset"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 // identifyColor is the default identify colour, as the simulated LED
@@ -397,7 +398,9 @@ func TestAgentsConfinedToTheirNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	label := []byte(`{"metadata":{"labels":{"e2e.kubeblade.io/confined":"yes"}}}`)
+	// An annotation under kubeblade.io/: the only metadata besides the fact
+	// labels an agent may change on its own Node.
+	label := []byte(`{"metadata":{"annotations":{"kubeblade.io/e2e-confined":"yes"}}}`)
 	if _, err := cs.CoreV1().Nodes().Patch(ctx, "blade-1", types.MergePatchType, label, metav1.PatchOptions{}); err != nil {
 		t.Fatalf("blade-1's agent patching its own Node: %v", err)
 	}
@@ -430,6 +433,30 @@ func TestAgentsConfinedToTheirNode(t *testing.T) {
 	if after, err := blade(ctx, "blade-2"); err == nil && after.Status.AgentVersion == "forged" {
 		t.Error("Blade blade-2's status was changed by blade-1's agent")
 	}
+}
+
+// TestAdmissionPoliciesTypeCheck: kube-controller-manager type-checks every
+// ValidatingAdmissionPolicy against the schemas of what it matches. A
+// warning is an expression that can fail when it runs, which with
+// failurePolicy Fail refuses the request.
+func TestAdmissionPoliciesTypeCheck(t *testing.T) {
+	testwait.Eventually(t, time.Minute, "every policy type-checked", func(ctx context.Context) (bool, string) {
+		l, err := cluster.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, p := range l.Items {
+			if p.Status.TypeChecking == nil || p.Status.ObservedGeneration != p.Generation {
+				return false, p.Name + " is not type-checked yet"
+			}
+		}
+		for _, p := range l.Items {
+			for _, w := range p.Status.TypeChecking.ExpressionWarnings {
+				t.Errorf("policy %s: %s: %s", p.Name, w.FieldRef, w.Warning)
+			}
+		}
+		return true, ""
+	})
 }
 
 func agentPIDs(t *testing.T) map[string]int {
