@@ -53,6 +53,12 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	// The gRPC audit log (who changed what on the blade) is written
+	// whatever --log-level says.
+	audit, err := logging.New(os.Stderr, "info", *logFormat)
+	if err != nil {
+		return err
+	}
 
 	var kopts *agentd.KubernetesOptions
 	if *kube {
@@ -85,6 +91,7 @@ func run(args []string) error {
 		StateDir:   *stateDir,
 		Environ:    os.Environ(),
 		Logger:     log,
+		Audit:      audit.With("log", "audit"),
 		Reload:     reload,
 		Kubernetes: kopts,
 	})

@@ -43,7 +43,9 @@ type Options struct {
 	// Environ supplies KUBEBLADE_* overrides (os.Environ() form).
 	Environ []string
 	Logger  *slog.Logger
-	Clock   clock.WithTicker
+	// Audit gets the gRPC audit log (who changed what); default Logger.
+	Audit *slog.Logger
+	Clock clock.WithTicker
 	// Reload, when it receives, re-reads the config file and applies it
 	// live (the standalone agent wires SIGHUP to it).
 	Reload <-chan struct{}

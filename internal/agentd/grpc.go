@@ -17,7 +17,7 @@ import (
 // remote access the mutual-TLS TCP port, whose certificates come from the
 // standalone issuer in the state directory.
 func startGRPC(o Options, d *Daemon, goServe func(string, func(context.Context) error)) error {
-	srv := grpcapi.New(grpcapi.Options{Agent: d.Agent, Version: version.Get(), Logger: o.Logger})
+	srv := grpcapi.New(grpcapi.Options{Agent: d.Agent, Version: version.Get(), Logger: o.Logger, Audit: o.Audit})
 	g := d.Config.GRPC
 	ln, err := unixsock.Listen(g.SocketPath, 0o660)
 	if err != nil {

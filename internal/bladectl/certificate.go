@@ -13,13 +13,14 @@ import (
 
 	"github.com/kubeblade/kubeblade/internal/clientconfig"
 	"github.com/kubeblade/kubeblade/internal/csrclient"
+	"github.com/kubeblade/kubeblade/internal/pki"
 )
 
 // newConfigRequestCertificateCmd asks the cluster for a client certificate
 // (signer kubeblade.io/client). The key is made here and never sent; a
 // person approves the request with kubectl certificate approve.
 func newConfigRequestCertificateCmd(o *options) *cobra.Command {
-	var server, kubeconfig, commonName, tlsName string
+	var server, kubeconfig, commonName, tlsName, roleName string
 	var wait time.Duration
 	var use bool
 	cmd := &cobra.Command{
@@ -29,11 +30,21 @@ func newConfigRequestCertificateCmd(o *options) *cobra.Command {
 CertificateSigningRequest for signer kubeblade.io/client to the cluster in
 your kubeconfig, waits until someone runs 'kubectl certificate approve' on it
 and kubeblade-operator signs it, then stores the blade NAME at --server with
-the certificate, the key and the operator's CA in the bladectl config.`,
+the certificate, the key and the operator's CA in the bladectl config.
+
+--role viewer (the default) may read status and watch; --role operator may
+also change the fan, stealth, identify and LEDs. The role is the
+certificate's Organization (kubeblade:viewers or kubeblade:operators); the
+approver sees it with 'kubectl describe csr NAME', and the CSR's name ends
+in the role.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if server == "" {
 				return usagef("--server HOST:PORT is required")
+			}
+			role, err := pki.ParseRole(roleName)
+			if err != nil {
+				return usagef("--role: %v", err)
 			}
 			if commonName == "" {
 				if u, err := user.Current(); err == nil {
@@ -53,10 +64,10 @@ the certificate, the key and the operator's CA in the bladectl config.`,
 			ctx, cancel := context.WithTimeout(cmd.Context(), wait)
 			defer cancel()
 			iss, err := csrclient.Obtain(ctx, cs.CertificatesV1().CertificateSigningRequests(), csrclient.Request{
-				Name: "bladectl-" + commonName, SignerName: csrclient.SignerClient, CommonName: commonName,
-				Organization: []string{"kubeblade:admins"},
+				Name: "bladectl-" + commonName + "-" + role.String(), SignerName: csrclient.SignerClient, CommonName: commonName,
+				Organization: []string{role.Organization()},
 			}, func(name string) {
-				fmt.Fprintf(o.env.Stderr, "waiting for approval: kubectl certificate approve %s\n", name)
+				fmt.Fprintf(o.env.Stderr, "waiting for approval of a %s certificate for %s: kubectl certificate approve %s\n", role, commonName, name)
 			})
 			if err != nil {
 				return err
@@ -89,5 +100,6 @@ the certificate, the key and the operator's CA in the bladectl config.`,
 	f.StringVar(&commonName, "common-name", "", "name in the certificate (default: your user name)")
 	f.DurationVar(&wait, "wait", 15*time.Minute, "how long to wait for approval and signing")
 	f.BoolVar(&use, "use", false, "make it the current blade")
+	f.StringVar(&roleName, "role", pki.RoleViewer.String(), "viewer (read) or operator (read and change the blade)")
 	return cmd
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/agent"
 	"github.com/kubeblade/kubeblade/internal/core"
 	"github.com/kubeblade/kubeblade/internal/eventbus"
+	"github.com/kubeblade/kubeblade/internal/grpcauth"
 	"github.com/kubeblade/kubeblade/internal/hardware"
 	"github.com/kubeblade/kubeblade/internal/version"
 )
@@ -48,6 +49,10 @@ type Options struct {
 	Agent   Agent
 	Version version.Info
 	Logger  *slog.Logger
+	// Audit gets one line per call that changes the blade and per refused
+	// call (who, which RPC, arguments, result); default Logger with
+	// log=audit. The agent gives it a logger that --log-level cannot mute.
+	Audit *slog.Logger
 	// WatchBuffer is how many events a slow watcher may fall behind
 	// before it loses the oldest (it still gets the latest status).
 	WatchBuffer int
@@ -63,6 +68,9 @@ type Server struct {
 func New(o Options) *Server {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Audit == nil {
+		o.Audit = o.Logger.With("log", "audit")
 	}
 	if o.Version.Version == "" {
 		o.Version = version.Get()
@@ -93,19 +101,24 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Conf
 			return errors.New("refusing to serve: TLS 1.3 is the minimum")
 		}
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConfig)))
-	case ln.Addr().Network() != "unix":
+	case ln.Addr().Network() == "unix":
+		// The kernel's word on who connected, for the audit log.
+		opts = append(opts, grpc.Creds(grpcauth.UnixCredentials()))
+	default:
 		return fmt.Errorf("refusing to serve gRPC on %s %s without mutual TLS", ln.Addr().Network(), ln.Addr())
 	}
-	// Long calls (watches, identify waits) end with the server, so a
-	// graceful stop does not wait for clients that never hang up.
+	// Every call is authorized first (roles from the client certificate),
+	// then long calls (watches, identify waits) are tied to the server, so
+	// a graceful stop does not wait for clients that never hang up.
+	auth := &grpcauth.Authorizer{Policy: AccessPolicy, Audit: s.o.Audit}
 	opts = append(opts,
-		grpc.ChainUnaryInterceptor(func(c context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		grpc.ChainUnaryInterceptor(auth.Unary, func(c context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			c, cancel := context.WithCancel(c)
 			defer context.AfterFunc(ctx, cancel)()
 			defer cancel()
 			return h(c, req)
 		}),
-		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		grpc.ChainStreamInterceptor(auth.Stream, func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 			c, cancel := context.WithCancel(ss.Context())
 			defer context.AfterFunc(ctx, cancel)()
 			defer cancel()
@@ -116,6 +129,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Conf
 	bladeapiv1.RegisterBladeAgentServiceServer(g, &compatService{s: s})
 	agentv1.RegisterAgentServiceServer(g, &agentService{s: s})
 	healthpb.RegisterHealthServer(g, s.health)
+	if missing := AccessPolicy.Missing(g.GetServiceInfo()); len(missing) > 0 {
+		return fmt.Errorf("refusing to serve: no access rule for %v (add them to grpcapi.AccessPolicy)", missing)
+	}
 
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(ln) }()

@@ -6,7 +6,9 @@ package grpcapitest
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -40,6 +42,8 @@ type Options struct {
 	TCP bool
 	// Dir holds the socket and state (default t.TempDir()).
 	Dir string
+	// Audit receives the server's audit log (default: discarded).
+	Audit *slog.Logger
 }
 
 // Blade is a running agent with its endpoints.
@@ -79,7 +83,7 @@ func Start(t testing.TB, o Options) *Blade {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 2)
 	agentDone := make(chan error, 1)
-	srv := grpcapi.New(grpcapi.Options{Agent: a, Version: Version})
+	srv := grpcapi.New(grpcapi.Options{Agent: a, Version: Version, Audit: o.Audit})
 	ln, err := unixsock.Listen(b.Socket, 0o660)
 	if err != nil {
 		t.Fatal(err)
@@ -160,6 +164,25 @@ func (b *Blade) Overheat(t testing.TB, celsius float64) {
 // UnixBlade is the clientconfig entry for the socket.
 func (b *Blade) UnixBlade() clientconfig.Blade {
 	return clientconfig.Blade{Server: "unix://" + b.Socket}
+}
+
+// CA is the certificate authority of the standalone issuer (Options.TCP),
+// to issue client certificates of any kind in tests.
+func (b *Blade) CA(t testing.TB) *pki.CA {
+	t.Helper()
+	var kp pki.KeyPair
+	var err error
+	if kp.CertPEM, err = os.ReadFile(filepath.Join(b.StateDir, standalone.CACert)); err != nil {
+		t.Fatal(err)
+	}
+	if kp.KeyPEM, err = os.ReadFile(filepath.Join(b.StateDir, standalone.CAKey)); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := pki.LoadCA(kp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
 }
 
 // TLSBlade is the clientconfig entry for the mutual-TLS port using the

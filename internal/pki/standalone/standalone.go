@@ -1,8 +1,8 @@
 // Package standalone issues the agent's mutual-TLS certificates without
-// Kubernetes: a CA, a serving certificate and an admin client certificate
-// kept in the agent's state directory, renewed before they expire, plus a
-// ready bladectl config for the local admin. It is the pki.CertificateSource
-// of an agent that runs outside a cluster.
+// Kubernetes: a CA, a serving certificate and two client certificates (an
+// operator's and a read-only viewer's) kept in the agent's state directory,
+// renewed before they expire, plus a ready bladectl config for each. It is
+// the pki.CertificateSource of an agent that runs outside a cluster.
 package standalone
 
 import (
@@ -36,6 +36,11 @@ const (
 	AdminCert    = "admin.crt"
 	AdminKey     = "admin.key"
 	BladectlFile = "bladectl.yaml"
+	// The viewer's certificate and bladectl config: read-only access
+	// (status, watch), to hand to monitoring or to people who only look.
+	ViewerCert         = "viewer.crt"
+	ViewerKey          = "viewer.key"
+	ViewerBladectlFile = "bladectl-viewer.yaml"
 	// CheckInterval is how often Run looks for certificates due for renewal.
 	CheckInterval = time.Hour
 )
@@ -97,8 +102,12 @@ func New(o Options) (*Issuer, error) {
 	return i, nil
 }
 
-// BladectlConfigPath is where the admin's bladectl config is written.
+// BladectlConfigPath is where the admin's (operator role) bladectl config
+// is written.
 func (i *Issuer) BladectlConfigPath() string { return filepath.Join(i.o.Dir, BladectlFile) }
+
+// ViewerConfigPath is where the read-only bladectl config is written.
+func (i *Issuer) ViewerConfigPath() string { return filepath.Join(i.o.Dir, ViewerBladectlFile) }
 
 // Run re-checks the certificates every CheckInterval until ctx ends. A
 // failed renewal is logged and retried; the current certificates stay in use.
@@ -140,13 +149,23 @@ func (i *Issuer) Ensure() error {
 	}
 	adminPair, err := i.ensureLeaf(ca, AdminCert, AdminKey, renewedCA, now, pki.Request{
 		CommonName: "kubeblade-admin", Usage: pki.UsageClient,
-		Organization: []string{"kubeblade:admins"}, Lifetime: i.o.LeafLifetime,
+		Organization: []string{pki.RoleOperator.Organization()}, Lifetime: i.o.LeafLifetime,
 	})
 	if err != nil {
 		return fmt.Errorf("admin client certificate: %w", err)
 	}
-	if err := i.writeBladectlConfig(caPEM, adminPair); err != nil {
+	if err := i.writeBladectlConfig(i.BladectlConfigPath(), caPEM, adminPair); err != nil {
 		return fmt.Errorf("bladectl config: %w", err)
+	}
+	viewerPair, err := i.ensureLeaf(ca, ViewerCert, ViewerKey, renewedCA, now, pki.Request{
+		CommonName: "kubeblade-viewer", Usage: pki.UsageClient,
+		Organization: []string{pki.RoleViewer.Organization()}, Lifetime: i.o.LeafLifetime,
+	})
+	if err != nil {
+		return fmt.Errorf("viewer client certificate: %w", err)
+	}
+	if err := i.writeBladectlConfig(i.ViewerConfigPath(), caPEM, viewerPair); err != nil {
+		return fmt.Errorf("viewer bladectl config: %w", err)
 	}
 	serving, err := tls.X509KeyPair(serverPair.CertPEM, serverPair.KeyPEM)
 	if err != nil {
@@ -231,6 +250,10 @@ func (i *Issuer) stale(ca *pki.CA, kp pki.KeyPair, now time.Time, r pki.Request)
 	if pki.NeedsRenewal(cert, now) {
 		return "less than a third of its lifetime remains"
 	}
+	if !slices.Equal(cert.Subject.Organization, r.Organization) {
+		// Certificates from before roles said kubeblade:admins.
+		return fmt.Sprintf("organization %q is not %q", cert.Subject.Organization, r.Organization)
+	}
 	for _, n := range r.DNSNames {
 		if !slices.Contains(cert.DNSNames, n) {
 			return "does not cover " + n
@@ -314,7 +337,7 @@ func (i *Issuer) write(certName, keyName string, kp pki.KeyPair) error {
 // writeBladectlConfig writes a config with the credentials inline, so the
 // admin can copy the one file to a workstation. It names the blade by its
 // hostname over mutual TLS, and "<hostname>-local" over the unix socket.
-func (i *Issuer) writeBladectlConfig(caPEM []byte, admin pki.KeyPair) error {
+func (i *Issuer) writeBladectlConfig(path string, caPEM []byte, admin pki.KeyPair) error {
 	b64 := base64.StdEncoding.EncodeToString
 	host := i.o.Hostname
 	cfg := &clientconfig.Config{CurrentBlade: host}
@@ -331,8 +354,8 @@ func (i *Issuer) writeBladectlConfig(caPEM []byte, admin pki.KeyPair) error {
 	if err != nil {
 		return err
 	}
-	if have, err := os.ReadFile(i.BladectlConfigPath()); err == nil && string(have) == string(want) {
+	if have, err := os.ReadFile(path); err == nil && string(have) == string(want) {
 		return nil
 	}
-	return clientconfig.WriteFileAtomic(i.BladectlConfigPath(), want, 0o600)
+	return clientconfig.WriteFileAtomic(path, want, 0o600)
 }
