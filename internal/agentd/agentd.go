@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -27,6 +26,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
 	"github.com/kubeblade/kubeblade/internal/metrics"
 	"github.com/kubeblade/kubeblade/internal/opsserver"
+	"github.com/kubeblade/kubeblade/internal/statedir"
 	"github.com/kubeblade/kubeblade/internal/unixsock"
 	"github.com/kubeblade/kubeblade/internal/version"
 )
@@ -112,8 +112,10 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(o.StateDir, 0o700); err != nil {
-		return fmt.Errorf("state directory: %w", err)
+	// The agent adopts the CA and keys it finds there: refuse a directory
+	// someone else could have written to.
+	if err := statedir.Ensure(o.StateDir); err != nil {
+		return err
 	}
 
 	hw, err := backends.Open(ctx, cfg.Hardware, backends.Deps{Clock: o.Clock, Logger: log})

@@ -2,6 +2,7 @@ package agentd
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/kubeblade/kubeblade/internal/core"
 	"github.com/kubeblade/kubeblade/internal/hardware"
+	"github.com/kubeblade/kubeblade/internal/statedir"
 )
 
 type running struct {
@@ -180,6 +182,26 @@ func TestDaemonRefusesBadConfig(t *testing.T) {
 	err := Run(context.Background(), Options{ConfigPath: cfg, StateDir: dir})
 	if err == nil || !strings.Contains(err.Error(), "fanCurve[0].percent: 120 is outside 0–100") {
 		t.Fatalf("Run = %v", err)
+	}
+}
+
+// TestDaemonRefusesUnsafeStateDir: a CA planted in a state directory
+// others can write to is never adopted: the agent does not start.
+func TestDaemonRefusesUnsafeStateDir(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(state, "ca.crt"), []byte("planted"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(state, "ca.crt"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	err := Run(context.Background(), Options{ConfigPath: filepath.Join(dir, "missing.yaml"), StateDir: state})
+	if !errors.Is(err, statedir.ErrUnsafe) || !strings.Contains(err.Error(), "ca.crt is writable by group or others") {
+		t.Fatalf("Run = %v, want a refusal naming the planted file", err)
 	}
 }
 
