@@ -38,6 +38,11 @@ const (
 // chart replaces it with the release namespace.
 const SourceNamespace = "kubeblade-system"
 
+// AllowedRepositoriesVariable is the admission policy variable
+// (config/admission/agent-images.yaml) holding the allowed agent image
+// repositories; the chart fills it from its values.
+const AllowedRepositoriesVariable = "allowedRepositories"
+
 // AgentServiceAccount is the agents' fixed ServiceAccount name.
 const AgentServiceAccount = "kubeblade-agent"
 
@@ -186,9 +191,10 @@ func AddKeepAnnotation(crd []byte) ([]byte, error) {
 
 // Placeholders swapped for template expressions after marshalling.
 const (
-	phNamespace  = "KUBEBLADE-CHART-NAMESPACE"
-	phOperatorSA = "KUBEBLADE-CHART-OPERATOR-SA"
-	phLabels     = "kubeblade-chart-labels"
+	phNamespace    = "KUBEBLADE-CHART-NAMESPACE"
+	phOperatorSA   = "KUBEBLADE-CHART-OPERATOR-SA"
+	phAllowedRepos = "KUBEBLADE-CHART-ALLOWED-REPOSITORIES"
+	phLabels       = "kubeblade-chart-labels"
 )
 
 var braces = regexp.MustCompile(`\{\{|\}\}`)
@@ -292,6 +298,18 @@ func templateObject(u *unstructured.Unstructured) ([]byte, error) {
 		}
 		_ = unstructured.SetNestedSlice(u.Object, subjects, "subjects")
 	}
+	// The allowed agent image repositories come from the chart's values.
+	if u.GetKind() == "ValidatingAdmissionPolicy" {
+		vars, _, _ := unstructured.NestedSlice(u.Object, "spec", "variables")
+		for _, v := range vars {
+			if m, ok := v.(map[string]any); ok && m["name"] == AllowedRepositoriesVariable {
+				m["expression"] = phAllowedRepos
+			}
+		}
+		if len(vars) > 0 {
+			_ = unstructured.SetNestedSlice(u.Object, vars, "spec", "variables")
+		}
+	}
 	labels := u.GetLabels()
 	if labels == nil {
 		labels = map[string]string{}
@@ -310,6 +328,7 @@ func templateObject(u *unstructured.Unstructured) ([]byte, error) {
 	// policy's user names) follows the release.
 	s = strings.ReplaceAll(s, SourceNamespace, "{{ .Release.Namespace }}")
 	s = strings.ReplaceAll(s, phOperatorSA, `{{ include "kubeblade.operatorServiceAccountName" . }}`)
+	s = strings.ReplaceAll(s, phAllowedRepos, `{{ include "kubeblade.allowedAgentRepositoriesCEL" . | quote }}`)
 	if strings.Contains(s, phLabels) {
 		return nil, fmt.Errorf("%s %s: labels placeholder not replaced", u.GetKind(), u.GetName())
 	}

@@ -49,6 +49,9 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		"bad digest":               {map[string]any{"image": map[string]any{"digest": "latest"}}, []string{"/image/digest"}},
 		"label value not a string": {map[string]any{"commonLabels": map[string]any{"team": 7}}, []string{"/commonLabels/team", "string"}},
 		"interval":                 {map[string]any{"serviceMonitor": map[string]any{"interval": "often"}}, []string{"/serviceMonitor/interval"}},
+		// The repositories are written into the admission policy's CEL.
+		"CEL in an allowed repository": {map[string]any{"agentImages": map[string]any{"allowedRepositories": []any{"x'] + ['evil"}}}, []string{"/agentImages/allowedRepositories/0"}},
+		"repository with a tag":        {map[string]any{"image": map[string]any{"repository": "ghcr.io/kubeblade/kubeblade:v1'"}}, []string{"/image/repository"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -126,6 +129,42 @@ func TestDefaults(t *testing.T) {
 	}
 	if !strings.Contains(res.Notes, "pod-security.kubernetes.io/enforce=privileged") {
 		t.Errorf("NOTES do not say how to label the namespace:\n%s", res.Notes)
+	}
+}
+
+// TestAllowedAgentRepositories: the admission policy allows the chart's
+// own image repository and agentImages.allowedRepositories, once each.
+func TestAllowedAgentRepositories(t *testing.T) {
+	for name, tc := range map[string]struct {
+		values map[string]any
+		want   string
+	}{
+		"default": {nil, "['ghcr.io/kubeblade/kubeblade']"},
+		"a mirror and a duplicate": {map[string]any{
+			"image":       map[string]any{"repository": "registry.local:5000/mirror/kubeblade"},
+			"agentImages": map[string]any{"allowedRepositories": []any{"ghcr.io/kubeblade/kubeblade", "registry.local:5000/mirror/kubeblade"}},
+		}, "['registry.local:5000/mirror/kubeblade', 'ghcr.io/kubeblade/kubeblade']"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			res, err := render.Render(context.Background(), load(t), render.Options{Values: tc.values})
+			if err != nil {
+				t.Fatal(err)
+			}
+			vap := find(res.Objects, "ValidatingAdmissionPolicy", "kubeblade-agent-images")
+			if vap == nil {
+				t.Fatal("no kubeblade-agent-images policy")
+			}
+			vars, _, _ := unstructured.NestedSlice(vap.Object, "spec", "variables")
+			got := ""
+			for _, v := range vars {
+				if m := v.(map[string]any); m["name"] == "allowedRepositories" {
+					got, _ = m["expression"].(string)
+				}
+			}
+			if got != tc.want {
+				t.Errorf("allowedRepositories = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 

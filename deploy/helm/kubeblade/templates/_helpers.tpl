@@ -66,3 +66,21 @@ kubeblade-agent
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 {{- end }}
+
+{{/*
+Repositories agent images may come from, comma-separated: the chart's own
+image and agentImages.allowedRepositories. The schema limits them to
+[a-z0-9._/:-], so they can be written into the admission policy's CEL.
+*/}}
+{{- define "kubeblade.allowedAgentRepositories" -}}
+{{- $r := list .Values.image.repository }}
+{{- range .Values.agentImages.allowedRepositories }}
+{{- $r = append $r . }}
+{{- end }}
+{{- join "," (uniq $r) }}
+{{- end }}
+
+{{/* The same list as a CEL list literal, for the admission policy. */}}
+{{- define "kubeblade.allowedAgentRepositoriesCEL" -}}
+[{{ range $i, $r := splitList "," (include "kubeblade.allowedAgentRepositories" .) }}{{ if $i }}, {{ end }}{{ squote $r }}{{ end }}]
+{{- end }}
