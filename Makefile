@@ -76,8 +76,8 @@ unit: envtest-assets ## Every package's tests under -race, against a real kube-a
 .PHONY: compat
 compat: envtest-assets ## Migration from compute-blade-agent: bladectl against old and kubeblade agents in one --all, translated configs applied to a real API server and agent, version of plain go builds.
 	KUBEBUILDER_ASSETS=$(K8S_ASSETS) KUBEBLADE_TEST_REQUIRED=1 $(GOTEST) -race -count=1 \
-	  -run 'Compat|Translate|Import|Export|Bladectl|BladeConfigsApply|AgentRunsTranslation|MigrateConfig|FromBuild|PlainGoBuild|BindAddress' \
-	  ./internal/bladectl/ ./internal/migrate/ ./cmd/kubeblade-agent/ ./internal/version/ ./internal/agentd/ ./internal/config/
+	  -run 'Compat|OldAgent|Translate|Import|Export|Bladectl|BladeConfigsApply|AgentRunsTranslation|MigrateConfig|FromBuild|PlainGoBuild|BindAddress' \
+	  ./internal/bladectl/ ./internal/oldagenttest/ ./internal/migrate/ ./cmd/kubeblade-agent/ ./internal/version/ ./internal/agentd/ ./internal/config/
 
 .PHONY: deploy-test
 deploy-test: envtest-assets ## hack/deploy (its own module): chart, manifests, Flux example and image.
