@@ -340,7 +340,11 @@ func newVersionCmd(o *options) *cobra.Command {
 				var err error
 				results, err = o.forEach(cmd.Context(), false, func(ctx context.Context, blade string, c bladeClient) (result, error) {
 					st, err := c.Status(ctx)
-					return result{Message: st.GetVersion().GetVersion(), Status: viewStatus(st)}, err
+					v := st.GetVersion().GetVersion()
+					if v == "" && err == nil {
+						v = "unknown (the agent does not say)"
+					}
+					return result{Message: v, Status: viewStatus(st)}, err
 				})
 				if err != nil {
 					return err

@@ -466,3 +466,37 @@ func TestCompatExportForOldBladectl(t *testing.T) {
 		t.Errorf("import → export is not stable (-first +second):\n%s", diff)
 	}
 }
+
+// TestCompatPredecessorAgent: uptime-industries' agent, the old agent's
+// predecessor, has no SetFanSpeedAuto and reports less.
+func TestCompatPredecessorAgent(t *testing.T) {
+	f := newMixedFleet(t)
+	older := oldagenttest.Start(t, oldagenttest.Options{Predecessor: true})
+	cfg, _, err := clientconfig.Load(f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Set("older", clientconfig.Blade{Server: "unix://" + older.Socket})
+	if err := clientconfig.Save(f.cfg, cfg); err != nil {
+		t.Fatal(err)
+	}
+	r := f.run(t, "fan", "auto", "-b", "older", "-b", "new1")
+	if r.code != ExitUnsupported || r.stdout != "BLADE   RESULT\nnew1    fan follows the curve\n" ||
+		r.stderr != "older: fan auto (this agent predates SetFanSpeedAuto): this agent serves only compute-blade-agent's API, which cannot do that (install kubeblade there)\nerror: 1 of 2 blades failed\n" {
+		t.Fatalf("fan auto: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r := f.run(t, "fan", "70", "-b", "older"); r.code != ExitOK || older.State().FanOverride == nil {
+		t.Fatalf("fan 70: %+v", r)
+	}
+	r = f.run(t, "status", "-b", "older", "-o", "json")
+	var got []result
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || len(got) != 1 {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	if st := got[0].Status; st.FanMode != "unspecified" || st.AgentVersion != "" || *st.TemperatureCelsius != 42 {
+		t.Errorf("status %+v", st)
+	}
+	if r := f.run(t, "version", "-b", "older"); r.code != ExitOK || !strings.HasSuffix(r.stdout, "older   unknown (the agent does not say)\n") {
+		t.Errorf("version: %+v", r)
+	}
+}

@@ -57,6 +57,12 @@ func isUnknownService(err error) bool {
 		strings.HasPrefix(s.Message(), "unknown service "+agentv1.AgentService_ServiceDesc.ServiceName)
 }
 
+// isUnknownMethod tells a method the agent's (older) API lacks.
+func isUnknownMethod(err error) bool {
+	s, ok := status.FromError(err)
+	return ok && s.Code() == codes.Unimplemented && strings.HasPrefix(s.Message(), "unknown method ")
+}
+
 // statusFromOld fills kubeblade's status with what the old API reports;
 // the rest (LEDs, hardware, capabilities, hysteresis) stays unset.
 func statusFromOld(r *bladeapiv1.StatusResponse, now time.Time) *agentv1.Status {
@@ -76,9 +82,15 @@ func statusFromOld(r *bladeapiv1.StatusResponse, now time.Time) *agentv1.Status 
 		CriticalCelsius:    float64(r.GetCriticalTemperatureThreshold()),
 		UpdatedAt:          timestamppb.New(now),
 	}
+	// uptime-industries/compute-blade-agent (485f5ac), the predecessor,
+	// reports fields 1–6 only: no fan percent, mode, curve or version. Its
+	// zero values are "unknown" here, not "manual at 0 %".
+	older := r.GetVersion() == nil && len(r.GetFanCurveSteps()) == 0
 	switch {
 	case r.GetCriticalActive():
 		st.FanMode = agentv1.FanMode_FAN_MODE_CRITICAL
+	case older:
+		st.FanMode = agentv1.FanMode_FAN_MODE_UNSPECIFIED
 	case !r.GetFanSpeedAutomatic():
 		st.FanMode = agentv1.FanMode_FAN_MODE_MANUAL
 		p := r.GetFanPercent()
@@ -248,6 +260,9 @@ func (g *grpcClient) oldSetFan(ctx context.Context, percent *uint32) (*agentv1.S
 				"the blade is in critical mode; the old agent would let its fan leave 100 % (fan auto not sent)")
 		}
 		if _, err := g.old.SetFanSpeedAuto(ctx, &emptypb.Empty{}); err != nil {
+			if isUnknownMethod(err) {
+				return nil, unsupportedError{"fan auto (this agent predates SetFanSpeedAuto)"}
+			}
 			return nil, err
 		}
 		return g.oldStatus(ctx)

@@ -26,6 +26,11 @@
 //     listen.authenticated, an ECDSA P-384 CA, server and client
 //     certificates (keys as "EC PRIVATE KEY"), and a bladectl config with
 //     the client's credentials inline, server localhost:<port>.
+//
+// With Options.Predecessor it serves the older API of
+// github.com/uptime-industries/compute-blade-agent at
+// 485f5ac79b370a690c7c7edfe31d8be4326e476c (api/bladeapi/v1alpha1/blade.proto):
+// no SetFanSpeedAuto, and StatusResponse fields 1–6 only.
 package oldagenttest
 
 import (
@@ -85,6 +90,10 @@ type Options struct {
 	Stealth bool
 	// Temperature is the SoC temperature at the start (default 42.7 °C).
 	Temperature float64
+	// Predecessor serves the API of uptime-industries/compute-blade-agent at
+	// 485f5ac instead: no SetFanSpeedAuto, and a StatusResponse with fields
+	// 1–6 only (no fan percent, automatic flag, threshold, curve, version).
+	Predecessor bool
 }
 
 // DefaultVersion is what an Agent reports without Options.Version.
@@ -178,7 +187,19 @@ func Start(t testing.TB, o Options) *Agent {
 		}
 	}
 	srv := grpc.NewServer(opts...)
-	bladeapiv1.RegisterBladeAgentServiceServer(srv, &service{a: a})
+	desc := bladeapiv1.BladeAgentService_ServiceDesc
+	if o.Predecessor {
+		// A method the service does not describe is "unknown method" to
+		// grpc-go, as it is to a server built from the older proto.
+		var methods []grpc.MethodDesc
+		for _, m := range desc.Methods {
+			if m.MethodName != "SetFanSpeedAuto" {
+				methods = append(methods, m)
+			}
+		}
+		desc.Methods = methods
+	}
+	srv.RegisterService(&desc, &service{a: a})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	loopDone := make(chan struct{})
@@ -416,6 +437,10 @@ func (s *service) GetStatus(context.Context, *emptypb.Empty) (*bladeapiv1.Status
 	power := bladeapiv1.PowerStatus_POE_OR_USBC
 	if a.poePlus {
 		power = bladeapiv1.PowerStatus_POE_802_AT
+	}
+	if a.o.Predecessor {
+		return &bladeapiv1.StatusResponse{StealthMode: a.stealth, IdentifyActive: a.identify, CriticalActive: a.critical,
+			Temperature: int64(a.temperature), FanRpm: int64(a.rpm), PowerStatus: power}, nil
 	}
 	return &bladeapiv1.StatusResponse{
 		StealthMode:                  a.stealth,
