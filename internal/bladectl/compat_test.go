@@ -500,3 +500,61 @@ func TestCompatPredecessorAgent(t *testing.T) {
 		t.Errorf("version: %+v", r)
 	}
 }
+
+// TestCompatBadInputWritesNothing: an old config that cannot be imported
+// whole is not imported at all, and a failed export leaves no file.
+func TestCompatBadInputWritesNothing(t *testing.T) {
+	f := newMixedFleet(t)
+	before, err := os.ReadFile(f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := f.old2.BladectlEntry("old2")
+	broken := good
+	broken.Name = "broken"
+	broken.Blade.Cert.ClientCertificateData = "bm90IGEgY2VydGlmaWNhdGU=" // "not a certificate"
+	plain := f.old2.BladectlEntry("plain")
+	plain.Blade.Cert.CertificateAuthorityData, plain.Blade.Cert.ClientCertificateData, plain.Blade.Cert.ClientKeyData = "", "", ""
+	bad := filepath.Join(f.dir, "bad.yaml")
+	if err := oldagenttest.WriteBladectlConfig(bad, "old2", good, broken, plain); err != nil {
+		t.Fatal(err)
+	}
+	r := f.run(t, "config", "import", bad)
+	if r.code != ExitFailed || r.stdout != "" ||
+		!strings.Contains(r.stderr, "error: nothing imported from compute-blade-agent's bladectl config:\n  "+bad+":") ||
+		!strings.Contains(r.stderr, `blade "broken".blade.cert.client-certificate-data: client certificate and key do not load`) ||
+		!strings.Contains(r.stderr, `blade "plain".blade.server: localhost:`+port(f.old2.Addr)+` has no cert block: the old bladectl reached it without TLS`) {
+		t.Fatalf("import: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if after, _ := os.ReadFile(f.cfg); !bytes.Equal(before, after) {
+		t.Errorf("the config changed:\n%s", after)
+	}
+	// Truncated: the YAML error with its line, nothing written.
+	raw, _ := os.ReadFile(bad)
+	if err := os.WriteFile(bad, raw[:len(raw)/3], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.run(t, "config", "import", bad); r.code != ExitFailed || !strings.Contains(r.stderr, bad+":") {
+		t.Fatalf("truncated import: %+v", r)
+	}
+	if after, _ := os.ReadFile(f.cfg); !bytes.Equal(before, after) {
+		t.Errorf("the config changed:\n%s", after)
+	}
+
+	// A blade whose certificate files are gone cannot be exported.
+	cfg, _, _ := clientconfig.Load(f.cfg)
+	b, _ := cfg.Lookup("new2")
+	b.ClientKey = filepath.Join(f.dir, "gone.key")
+	cfg.Set("new2", b)
+	if err := clientconfig.Save(f.cfg, cfg); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(f.dir, "export.yaml")
+	r = f.run(t, "config", "export", "--format", "compute-blade-agent", "--file", out)
+	if r.code != ExitFailed || !strings.Contains(r.stderr, `blade "new2": cannot export its mutual-TLS credentials`) {
+		t.Fatalf("export: %+v", r)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("%s written", out)
+	}
+}
