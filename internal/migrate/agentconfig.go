@@ -137,8 +137,21 @@ func (t *agentTranslation) put(keyPath string, v any) {
 	m[parts[len(parts)-1]] = v
 }
 
+// noEquivalent are keys the old agents read that have no counterpart in
+// kubeblade's config, and what to do instead. fan_speed {speed} is in the
+// old agent's config struct, but nothing in it reads the value (its README
+// calls it BLADE_FAN_SPEED_PERCENT); log.mode chose the logger.
+var noEquivalent = []struct{ key, say string }{
+	{"log", "no equivalent in the config file: kubeblade-agent takes --log-level and --log-format flags"},
+	{"fan_speed", "no equivalent: the old agent never applied it, and kubeblade takes a fixed fan speed at run time ('bladectl fan PERCENT' or the kubeblade.io/fan-speed annotation), not from its config"},
+}
+
 func (t *agentTranslation) translate(top *mapping) {
-	t.log(top)
+	for _, n := range noEquivalent {
+		if e, ok := top.get(n.key); ok {
+			t.f.warn(e.key.Line, e.name, "%s", n.say)
+		}
+	}
 	t.listen(top)
 	t.hal(top)
 	t.colors(top)
@@ -150,19 +163,10 @@ func (t *agentTranslation) translate(top *mapping) {
 		}
 	}
 	t.critical(top)
-	t.fanSpeed(top)
 	t.fanCurve(top)
 	for _, e := range top.unused() {
 		t.f.warn(e.key.Line, e.name, "no equivalent in kubeblade; ignored (the old agent ignored it too)")
 	}
-}
-
-func (t *agentTranslation) log(top *mapping) {
-	e, ok := top.get("log")
-	if !ok {
-		return
-	}
-	t.f.warn(e.key.Line, e.name, "no equivalent in the config file: kubeblade-agent takes --log-level and --log-format flags")
 }
 
 // listen: metrics (host:port), grpc (a socket path, or host:port in tcp
@@ -408,16 +412,6 @@ func (t *agentTranslation) critical(top *mapping) {
 	// an EmitEvent(CRITICAL) call). kubeblade acts on it.
 	t.f.warn(e.val.Line, e.name, "kubeblade enters critical mode by itself at %d °C (fan 100 %%, top LED blinking) and leaves it %d °C lower; the old agent only reported the threshold",
 		v, config.DefaultHysteresisCelsius)
-}
-
-// fan_speed {speed} is in the old agent's config struct but nothing in it
-// reads the value (its README calls it BLADE_FAN_SPEED_PERCENT).
-func (t *agentTranslation) fanSpeed(top *mapping) {
-	e, ok := top.get("fan_speed")
-	if !ok {
-		return
-	}
-	t.f.warn(e.key.Line, e.name, "no equivalent: the old agent never applied it, and kubeblade takes a fixed fan speed at run time ('bladectl fan PERCENT' or the kubeblade.io/fan-speed annotation), not from its config")
 }
 
 // fan_controller.steps: {temperature (float), percent (0–100)} each. The
