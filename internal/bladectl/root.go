@@ -148,6 +148,10 @@ mutual TLS with the blades named in ~/.config/kubeblade/bladectl.yaml
 config to /var/lib/kubeblade/bladectl.yaml; add its blades with
 'bladectl config import'.
 
+Agents that run the older compute-blade-agent are spoken to through its
+API, which cannot do everything: bladectl says so, and exits 3 when that is
+the only reason a command failed.
+
 With --node NAME (or --all-nodes, or --selector), and by default as
 'kubectl blade', it works through the Kubernetes API instead: control by
 Node annotations, status from Blade objects ('bladectl get blades').`,
