@@ -56,7 +56,6 @@ run envtest-assets fatal
 run verify-generated fatal
 run vet fatal
 run unit continue
-run compat continue
 run fuzz continue
 run deploy-test continue
 run e2e continue
