@@ -41,9 +41,9 @@ func IsTransient(err error) bool {
 
 // Check validates c for its signer name and returns the parsed
 // request and the usage to sign it for. Agent serving requests are checked
-// against the requester's Node, read through nodes: a Node that does not
-// exist has no addresses (only loopback IPs pass); failing to read it is a
-// transientError, to retry rather than deny.
+// against the requester's Node and every other Node, read through nodes: a
+// Node that does not exist has no addresses (only loopback IPs pass);
+// failing to read them is a transientError, to retry rather than deny.
 func Check(ctx context.Context, nodes client.Reader, agentUser string, c *certv1.CertificateSigningRequest) (*x509.CertificateRequest, pki.Usage, error) {
 	x, err := ParseRequest(c)
 	if err != nil {
@@ -66,7 +66,14 @@ func Check(ctx context.Context, nodes client.Reader, agentUser string, c *certv1
 		}
 		node = nil
 	}
-	if _, err := ValidateAgentServing(c, x, agentUser, node); err != nil {
+	// Every other Node's addresses: an address one of them reports is
+	// never signed for this one. Requests are rare (one per agent per
+	// renewal), so a direct list is cheaper than caching Node status.
+	all := &corev1.NodeList{}
+	if err := nodes.List(ctx, all); err != nil {
+		return nil, 0, transientError{err}
+	}
+	if _, err := ValidateAgentServing(c, x, agentUser, node, all.Items); err != nil {
 		return nil, 0, err
 	}
 	return x, pki.UsageServer, nil

@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 
 	certv1 "k8s.io/api/certificates/v1"
@@ -45,14 +46,24 @@ var failingGets = interceptor.Funcs{
 	},
 }
 
-// request builds a CSR for signer from user, whose token names node.
+// request builds a CSR for signer from user, whose token names node. A
+// client request names the viewer role.
 func request(t *testing.T, signer, user, node, cn string, ips []net.IP, usages ...certv1.KeyUsage) *certv1.CertificateSigningRequest {
+	t.Helper()
+	var orgs []string
+	if signer == SignerClient {
+		orgs = []string{pki.OrgViewers}
+	}
+	return requestFor(t, signer, user, node, x509.CertificateRequest{Subject: pkix.Name{CommonName: cn, Organization: orgs}, IPAddresses: ips}, usages...)
+}
+
+func requestFor(t *testing.T, signer, user, node string, tmpl x509.CertificateRequest, usages ...certv1.KeyUsage) *certv1.CertificateSigningRequest {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: cn}, IPAddresses: ips}, key)
+	der, err := x509.CreateCertificateRequest(rand.Reader, &tmpl, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,9 +82,23 @@ func request(t *testing.T, signer, user, node, cn string, ips []net.IP, usages .
 
 func TestCheckRequest(t *testing.T) {
 	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: "blade-1"},
-		Status:     corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}}},
+		ObjectMeta: metav1.ObjectMeta{Name: "blade-1", UID: "uid-1"},
+		Status:     corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}, {Type: corev1.NodeInternalIP, Address: "10.0.0.7"}}},
 	}
+	// blade-2 reports 10.0.0.7 too (a forged or reused address).
+	other := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "blade-2"},
+		Status:     corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.2"}, {Type: corev1.NodeExternalIP, Address: "10.0.0.7"}}},
+	}
+	client := func(orgs ...string) *certv1.CertificateSigningRequest {
+		return requestFor(t, SignerClient, "alice", "", x509.CertificateRequest{Subject: pkix.Name{CommonName: "alice", Organization: orgs}}, certv1.UsageClientAuth)
+	}
+	manySANs := requestFor(t, SignerAgentServing, testAgentUser, "blade-1", x509.CertificateRequest{Subject: pkix.Name{CommonName: "blade-1"},
+		DNSNames: []string{"blade-1", "localhost"}, IPAddresses: repeatIP("127.0.0.1", MaxSANs-1)}, certv1.UsageDigitalSignature, certv1.UsageServerAuth)
+	staleUID := request(t, SignerAgentServing, testAgentUser, "blade-1", "blade-1", []net.IP{net.ParseIP("10.0.0.1")}, certv1.UsageDigitalSignature, certv1.UsageServerAuth)
+	staleUID.Spec.Extra[NodeUIDExtra] = certv1.ExtraValue{"uid-old"}
+	ownUID := request(t, SignerAgentServing, testAgentUser, "blade-1", "blade-1", []net.IP{net.ParseIP("10.0.0.1")}, certv1.UsageDigitalSignature, certv1.UsageServerAuth)
+	ownUID.Spec.Extra[NodeUIDExtra] = certv1.ExtraValue{"uid-1"}
 	serving := []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageServerAuth}
 	nodeIP, otherIP, loopback := []net.IP{net.ParseIP("10.0.0.1")}, []net.IP{net.ParseIP("10.0.0.2")}, []net.IP{net.ParseIP("127.0.0.1")}
 	garbage := request(t, SignerAgentServing, testAgentUser, "blade-1", "blade-1", nil, serving...)
@@ -85,11 +110,26 @@ func TestCheckRequest(t *testing.T) {
 		wantUsage pki.Usage
 		wantErr   bool
 		transient bool
+		// say is in the error, when set.
+		say string
 	}{
 		"client request": {
 			csr:       request(t, SignerClient, "alice", "", "alice", nil, certv1.UsageClientAuth),
 			wantUsage: pki.UsageClient,
 		},
+		"client request as operator":             {csr: client(pki.OrgOperators), wantUsage: pki.UsageClient},
+		"client request without a role":          {csr: client("example.com"), wantErr: true, say: "exactly one role"},
+		"client request with two roles":          {csr: client(pki.OrgViewers, pki.OrgOperators), wantErr: true, say: "exactly one role"},
+		"client request with a role and more":    {csr: client(pki.OrgOperators, "example.com"), wantErr: true},
+		"client request as admin (before roles)": {csr: client(pki.OrgAdmins), wantErr: true},
+		"more alternative names than MaxSANs":    {csr: manySANs, wantErr: true, say: "17 alternative names; at most 16"},
+		"its address, also another node's": {
+			csr:     request(t, SignerAgentServing, testAgentUser, "blade-1", "blade-1", []net.IP{net.ParseIP("10.0.0.7")}, serving...),
+			wantErr: true,
+			say:     "also an address of node blade-2",
+		},
+		"token for a Node of its name with another UID": {csr: staleUID, wantErr: true, say: "UID uid-old"},
+		"token for its Node's UID":                      {csr: ownUID, wantUsage: pki.UsageServer},
 		"client request with an IP": {
 			csr:     request(t, SignerClient, "alice", "", "alice", loopback, certv1.UsageClientAuth),
 			wantErr: true,
@@ -131,13 +171,16 @@ func TestCheckRequest(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			b := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(node)
+			b := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(node, other)
 			if tc.nodesDown {
 				b = b.WithInterceptorFuncs(failingGets)
 			}
 			x, usage, err := Check(context.Background(), b.Build(), testAgentUser, tc.csr)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, want an error: %t", err, tc.wantErr)
+			}
+			if tc.say != "" && !strings.Contains(err.Error(), tc.say) {
+				t.Errorf("err = %v, want it to say %q", err, tc.say)
 			}
 			if IsTransient(err) != tc.transient {
 				t.Errorf("transient = %t, want %t (err %v)", IsTransient(err), tc.transient, err)
@@ -201,4 +244,12 @@ func TestGetUnfinished(t *testing.T) {
 			}
 		})
 	}
+}
+
+func repeatIP(ip string, n int) []net.IP {
+	out := make([]net.IP, n)
+	for i := range out {
+		out[i] = net.ParseIP(ip)
+	}
+	return out
 }

@@ -21,15 +21,22 @@ import (
 
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubeblade/kubeblade/internal/pki"
 )
 
 // Signer names of kubeblade's Kubernetes contract.
 const (
 	SignerAgentServing = "kubeblade.io/agent-serving"
 	SignerClient       = "kubeblade.io/client"
-	// NodeNameExtra is the user-info extra the API server sets from a
-	// ServiceAccount token bound to a pod: the pod's Node.
+	// NodeNameExtra and NodeUIDExtra are the user-info extras the API
+	// server sets from a ServiceAccount token bound to a pod: the pod's Node.
 	NodeNameExtra = "authentication.kubernetes.io/node-name"
+	NodeUIDExtra  = "authentication.kubernetes.io/node-uid"
+	// MaxSANs caps the alternative names of an agent's serving
+	// certificate: its Node name, localhost, the two loopback addresses
+	// and its Node's addresses fit many times over.
+	MaxSANs = 16
 )
 
 // ParseRequest decodes the PKCS#10 request of a CSR and checks its
@@ -77,16 +84,26 @@ func RequesterNode(c *certv1.CertificateSigningRequest, agentUser string) (strin
 }
 
 // ValidateAgentServing checks an agent serving request: from the agent
-// ServiceAccount, for the requester's own Node (common name and DNS names),
-// only its addresses and loopback as IPs, server usages only. It returns
-// the Node name.
-func ValidateAgentServing(c *certv1.CertificateSigningRequest, req *x509.CertificateRequest, agentUser string, node *corev1.Node) (string, error) {
+// ServiceAccount, for the requester's own Node (common name and DNS names;
+// the Node's UID when the token names one), at most MaxSANs names, and as
+// IPs only loopback and addresses its Node reports that no other Node
+// reports. The addresses are what the kubelet wrote into the Node's status:
+// the agent itself cannot change them (config/admission). It returns the
+// Node name. node is nil when the Node does not exist; others are all
+// Nodes (the requester's own among them is skipped).
+func ValidateAgentServing(c *certv1.CertificateSigningRequest, req *x509.CertificateRequest, agentUser string, node *corev1.Node, others []corev1.Node) (string, error) {
 	name, err := RequesterNode(c, agentUser)
 	if err != nil {
 		return "", err
 	}
+	if uids := c.Spec.Extra[NodeUIDExtra]; node != nil && len(uids) == 1 && uids[0] != string(node.UID) {
+		return name, fmt.Errorf("the requester's token is for node %s with UID %s, not the current one (%s)", name, uids[0], node.UID)
+	}
 	if req.Subject.CommonName != name {
 		return name, fmt.Errorf("common name %q is not the requester's node %q", req.Subject.CommonName, name)
+	}
+	if n := len(req.DNSNames) + len(req.IPAddresses); n > MaxSANs {
+		return name, fmt.Errorf("%d alternative names; at most %d are signed", n, MaxSANs)
 	}
 	for _, d := range req.DNSNames {
 		if d != name && d != "localhost" {
@@ -97,8 +114,16 @@ func ValidateAgentServing(c *certv1.CertificateSigningRequest, req *x509.Certifi
 		return name, errors.New("email and URI names are not allowed")
 	}
 	for _, ip := range req.IPAddresses {
-		if !ip.IsLoopback() && !nodeHasIP(node, ip) {
+		if ip.IsLoopback() {
+			continue
+		}
+		if !nodeHasIP(node, ip) {
 			return name, fmt.Errorf("IP address %s is not an address of node %s", ip, name)
+		}
+		for i := range others {
+			if others[i].Name != name && nodeHasIP(&others[i], ip) {
+				return name, fmt.Errorf("IP address %s is also an address of node %s: no blade gets a certificate for an address another Node reports", ip, others[i].Name)
+			}
 		}
 	}
 	if err := checkUsages(c.Spec.Usages, certv1.UsageServerAuth); err != nil {
@@ -107,11 +132,16 @@ func ValidateAgentServing(c *certv1.CertificateSigningRequest, req *x509.Certifi
 	return name, nil
 }
 
-// ValidateClient checks a client request: a common name, no alternative
-// names, client usages only.
+// ValidateClient checks a client request: a common name, exactly one role
+// as the Organization (the agents' gRPC API reads it: package pki), no
+// alternative names, client usages only.
 func ValidateClient(c *certv1.CertificateSigningRequest, req *x509.CertificateRequest) error {
 	if req.Subject.CommonName == "" {
 		return errors.New("a client certificate needs a common name")
+	}
+	if o := req.Subject.Organization; len(o) != 1 || (o[0] != pki.OrgViewers && o[0] != pki.OrgOperators) {
+		return fmt.Errorf("a client certificate names exactly one role as its Organization, %s or %s, not %q",
+			pki.OrgViewers, pki.OrgOperators, o)
 	}
 	if len(req.DNSNames)+len(req.IPAddresses)+len(req.EmailAddresses)+len(req.URIs) > 0 {
 		return errors.New("a client certificate has no alternative names")

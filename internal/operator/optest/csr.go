@@ -22,9 +22,11 @@ import (
 // CSR describes a CertificateSigningRequest to create.
 type CSR struct {
 	Name, Signer, CommonName string
-	DNS                      []string
-	IPs                      []net.IP
-	Usages                   []certv1.KeyUsage
+	// Organization is the subject's O: a client certificate's role.
+	Organization []string
+	DNS          []string
+	IPs          []net.IP
+	Usages       []certv1.KeyUsage
 	// Expiration is spec.expirationSeconds if not zero.
 	Expiration time.Duration
 }
@@ -37,7 +39,7 @@ func CreateCSR(t testing.TB, cfg *rest.Config, r CSR) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: r.CommonName}, DNSNames: r.DNS, IPAddresses: r.IPs}, key)
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: r.CommonName, Organization: r.Organization}, DNSNames: r.DNS, IPAddresses: r.IPs}, key)
 	if err != nil {
 		t.Fatal(err)
 	}

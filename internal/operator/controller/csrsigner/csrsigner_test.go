@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/operator/controller/csrsigner"
 	"github.com/kubeblade/kubeblade/internal/operator/csrpolicy"
 	"github.com/kubeblade/kubeblade/internal/operator/optest"
+	"github.com/kubeblade/kubeblade/internal/pki"
 )
 
 // The signer runs alone: the tests approve requests as a person would and
@@ -91,7 +93,8 @@ func TestSignsApprovedRequests(t *testing.T) {
 
 	optest.CreateCSR(t, e.Impersonate("sg-node-1"), optest.CSR{Name: "sg-agent", Signer: csrpolicy.SignerAgentServing, CommonName: "sg-node-1",
 		DNS: []string{"sg-node-1"}, IPs: []net.IP{net.ParseIP("192.0.2.30")}, Usages: serving, Expiration: time.Hour})
-	optest.CreateCSR(t, e.Config, optest.CSR{Name: "sg-client", Signer: csrpolicy.SignerClient, CommonName: "alice", Usages: client})
+	optest.CreateCSR(t, e.Config, optest.CSR{Name: "sg-client", Signer: csrpolicy.SignerClient, CommonName: "alice",
+		Organization: []string{pki.OrgViewers}, Usages: client})
 	e.Approve(t, "sg-agent")
 	e.Approve(t, "sg-client")
 
@@ -105,8 +108,32 @@ func TestSignsApprovedRequests(t *testing.T) {
 	}
 	e.WaitEvent(t, "CertificateSigningRequest", "sg-agent", csrsigner.ReasonSigned)
 
-	if cert := issued(t, e, a, "sg-client", x509.ExtKeyUsageClientAuth); cert.Subject.CommonName != "alice" {
-		t.Errorf("client certificate for %q", cert.Subject.CommonName)
+	if cert := issued(t, e, a, "sg-client", x509.ExtKeyUsageClientAuth); cert.Subject.CommonName != "alice" ||
+		len(cert.Subject.Organization) != 1 || cert.Subject.Organization[0] != pki.OrgViewers {
+		t.Errorf("client certificate for %q %q, want alice as a viewer", cert.Subject.CommonName, cert.Subject.Organization)
+	}
+}
+
+// An approved client request that names no role, or two, is not signed:
+// the agents' gRPC API would not know what its holder may do.
+func TestClientRequestsNameOneRole(t *testing.T) {
+	e := suite.Need(t)
+	ensureCA(t, e)
+	for name, orgs := range map[string][]string{"sg-no-role": nil, "sg-two-roles": {pki.OrgViewers, pki.OrgOperators}} {
+		optest.CreateCSR(t, e.Config, optest.CSR{Name: name, Signer: csrpolicy.SignerClient, CommonName: "mallory", Organization: orgs, Usages: client})
+		e.Approve(t, name)
+		optest.Eventually(t, name+" failed", func(context.Context) (bool, string) {
+			c := e.GetCSR(t, name)
+			for _, cond := range c.Status.Conditions {
+				if cond.Type == certv1.CertificateFailed {
+					return strings.Contains(cond.Message, "exactly one role"), cond.Message
+				}
+			}
+			return false, optest.Decision(c)
+		})
+		if c := e.GetCSR(t, name); len(c.Status.Certificate) > 0 {
+			t.Errorf("%s was signed", name)
+		}
 	}
 }
 
