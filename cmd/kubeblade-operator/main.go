@@ -66,6 +66,7 @@ func parse(args []string) (*flags, error) {
 	fs := flag.NewFlagSet("kubeblade-operator", flag.ContinueOnError)
 	fs.StringVar(&f.opts.Namespace, "namespace", envOr("POD_NAMESPACE", f.opts.Namespace), "namespace of the operator, its DaemonSets, CA Secret and Lease (default $POD_NAMESPACE)")
 	fs.StringVar(&f.opts.DaemonSet.Image, "agent-image", os.Getenv("AGENT_IMAGE"), "agent image when a BladeConfig names none; normally the operator's own image (default $AGENT_IMAGE)")
+	fs.Var(&f.opts.AgentImages, "agent-image-repositories", "comma-separated repositories a BladeConfig's spec.daemonSet.image may name (without tag or digest); any other image is not run")
 	fs.StringVar(&f.pullPolicy, "agent-image-pull-policy", string(f.opts.DaemonSet.ImagePullPolicy), "agent pull policy when a BladeConfig names none")
 	fs.StringVar(&f.opts.AgentServiceAccount, "agent-service-account", f.opts.AgentServiceAccount, "ServiceAccount the agents run as, in --namespace")
 	fs.StringVar(&f.opts.DaemonSet.PriorityClassName, "agent-priority-class", f.opts.DaemonSet.PriorityClassName, "agent PriorityClass when a BladeConfig names none")

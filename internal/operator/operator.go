@@ -33,6 +33,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/operator/controller/daemonset"
 	"github.com/kubeblade/kubeblade/internal/operator/controller/finalizer"
 	"github.com/kubeblade/kubeblade/internal/operator/controller/status"
+	"github.com/kubeblade/kubeblade/internal/operator/imagepolicy"
 )
 
 // Name is the operator's name: its event reporter and leader-election ID.
@@ -47,6 +48,11 @@ type Options struct {
 	Namespace string
 	// DaemonSet defaults; its Namespace is set from Namespace.
 	DaemonSet agentdaemonset.Defaults
+	// AgentImages are the repositories a BladeConfig's spec.daemonSet.image
+	// may name (the same list the admission policy kubeblade-agent-images
+	// holds); any other image is not run. DaemonSet.Image, the operator's
+	// own, is always allowed.
+	AgentImages imagepolicy.AllowList
 	// AgentServiceAccount is the agents' ServiceAccount name in Namespace.
 	AgentServiceAccount string
 	// CASecretName holds the CA (casecret.DefaultName if empty).
@@ -63,6 +69,7 @@ func DefaultOptions() Options {
 	return Options{
 		Namespace:           "kubeblade-system",
 		DaemonSet:           agentdaemonset.DefaultDefaults(),
+		AgentImages:         imagepolicy.AllowList{imagepolicy.DefaultRepository},
 		AgentServiceAccount: "kubeblade-agent",
 		CASecretName:        casecret.DefaultName,
 		CertificateLifetime: csrsigner.DefaultLifetime,
@@ -141,12 +148,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	if err := wrap(daemonset.ControllerName, (&daemonset.Reconciler{
-		Client: c, Recorder: rec, Defaults: o.DaemonSet,
+		Client: c, Recorder: rec, Defaults: o.DaemonSet, Images: o.AgentImages,
 	}).SetupWithManager(mgr)); err != nil {
 		return err
 	}
 	if err := wrap(status.ControllerName, (&status.Reconciler{
-		Client: c, Recorder: rec, Clock: o.Clock, Namespace: o.Namespace,
+		Client: c, Recorder: rec, Clock: o.Clock, Namespace: o.Namespace, Images: o.AgentImages,
 	}).SetupWithManager(ctx, mgr)); err != nil {
 		return err
 	}

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
-	"github.com/kubeblade/kubeblade/internal/imagepolicy"
+	"github.com/kubeblade/kubeblade/internal/operator/imagepolicy"
 	"github.com/kubeblade/kubeblade/internal/testenv"
 )
 
@@ -47,7 +47,7 @@ func bladeConfig(image string) *kbv1.BladeConfig {
 
 // TestBladeConfigImages: a BladeConfig editor may name only images from an
 // allowed repository (config/admission/agent-images.yaml, default list:
-// the project's own), decided as internal/imagepolicy decides it.
+// the project's own), decided as internal/operator/imagepolicy decides it.
 func TestBladeConfigImages(t *testing.T) {
 	editor := bladeConfigEditor(t)
 	allow := imagepolicy.AllowList{imagepolicy.DefaultRepository}

@@ -84,7 +84,8 @@ func TestDefaults(t *testing.T) {
 	c, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
 	ctr := c[0].(map[string]any)
 	args := strings.Join(toStrings(ctr["args"]), " ")
-	for _, w := range []string{"--leader-elect=true", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081", "--agent-service-account=kubeblade-agent"} {
+	for _, w := range []string{"--leader-elect=true", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081", "--agent-service-account=kubeblade-agent",
+		"--agent-image-repositories=ghcr.io/kubeblade/kubeblade"} {
 		if !strings.Contains(args, w) {
 			t.Errorf("operator args %q lack %s", args, w)
 		}
@@ -163,6 +164,14 @@ func TestAllowedAgentRepositories(t *testing.T) {
 			}
 			if got != tc.want {
 				t.Errorf("allowedRepositories = %q, want %q", got, tc.want)
+			}
+			// The operator gets the same list.
+			dep := find(res.Objects, "Deployment", "kubeblade-operator")
+			c, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+			args := strings.Join(toStrings(c[0].(map[string]any)["args"]), " ")
+			list := strings.NewReplacer("['", "", "']", "", "', '", ",").Replace(tc.want)
+			if !strings.Contains(args, "--agent-image-repositories="+list) {
+				t.Errorf("operator args %q lack --agent-image-repositories=%s", args, list)
 			}
 		})
 	}

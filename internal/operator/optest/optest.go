@@ -101,6 +101,8 @@ func start(ctx context.Context, e *testenv.Env, register Register) (*Env, error)
 	o.Namespace = Namespace
 	o.DaemonSet.Namespace = Namespace
 	o.DaemonSet.Image = "ghcr.io/kubeblade/kubeblade:test"
+	// Tests name custom agent images from example.com/agent.
+	o.AgentImages = append(o.AgentImages, "example.com/agent")
 	o.Clock = clock.RealClock{}
 	env := &Env{Env: e, Client: c, Options: o}
 	if register == nil {

@@ -23,6 +23,7 @@ import (
 
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/operator/agentdaemonset"
+	"github.com/kubeblade/kubeblade/internal/operator/imagepolicy"
 )
 
 const (
@@ -36,6 +37,9 @@ const (
 const (
 	ReasonDaemonSetApplied = "DaemonSetApplied"
 	ReasonApplyFailed      = "DaemonSetApplyFailed"
+	// ReasonImageNotAllowed: spec.daemonSet.image is not from an allowed
+	// repository; the DaemonSet runs the operator's own agent image.
+	ReasonImageNotAllowed = "ImageNotAllowed"
 )
 
 // +kubebuilder:rbac:groups=kubeblade.io,resources=bladeconfigs,verbs=get;list;watch
@@ -48,6 +52,12 @@ type Reconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
 	Defaults agentdaemonset.Defaults
+	// Images are the repositories spec.daemonSet.image may name. A
+	// BladeConfig naming another image gets a DaemonSet with the
+	// operator's own agent image (Defaults.Image) instead, so its blades
+	// keep fan control; the status controller marks it Degraded. Nil
+	// allows nothing but Defaults.Image.
+	Images imagepolicy.AllowList
 }
 
 // SetupWithManager registers the controller. It reacts to spec changes of
@@ -81,6 +91,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 func (r *Reconciler) reconcile(ctx context.Context, bc *kbv1.BladeConfig) error {
 	log := logf.FromContext(ctx)
+	// A refused image never runs, whoever got it into the BladeConfig
+	// (the admission policy stops it at the API server when installed).
+	image, refused := r.Images.Allowed(bc.Spec.DaemonSet.Image, r.Defaults.Image)
+	if refused != nil {
+		log.Info("not running the BladeConfig's agent image; running the operator's own", "refused", refused.Error(), "image", image)
+		bc = bc.DeepCopy()
+		bc.Spec.DaemonSet.Image = image
+	}
 	want := agentdaemonset.Build(bc, r.Defaults)
 
 	existing := &appsv1.DaemonSet{}
@@ -102,7 +120,12 @@ func (r *Reconciler) reconcile(ctx context.Context, bc *kbv1.BladeConfig) error 
 	}
 	log.Info("applied agent DaemonSet", "daemonset", client.ObjectKey{Namespace: r.Defaults.Namespace, Name: agentdaemonset.Name(bc.Name)})
 	if r.Recorder != nil {
-		r.Recorder.Eventf(bc, nil, corev1.EventTypeNormal, ReasonDaemonSetApplied, "Apply", "Applied DaemonSet %s/%s", r.Defaults.Namespace, agentdaemonset.Name(bc.Name))
+		if refused != nil {
+			r.Recorder.Eventf(bc, nil, corev1.EventTypeWarning, ReasonImageNotAllowed, "Apply", "Applied DaemonSet %s/%s with the operator's agent image %s: %v",
+				r.Defaults.Namespace, agentdaemonset.Name(bc.Name), image, refused)
+		} else {
+			r.Recorder.Eventf(bc, nil, corev1.EventTypeNormal, ReasonDaemonSetApplied, "Apply", "Applied DaemonSet %s/%s", r.Defaults.Namespace, agentdaemonset.Name(bc.Name))
+		}
 	}
 	return nil
 }

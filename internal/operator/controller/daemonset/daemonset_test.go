@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -33,7 +34,7 @@ var suite = optest.NewSuite(func(_ context.Context, mgr ctrl.Manager, o operator
 func reconciler(c client.Client, o operator.Options) *daemonset.Reconciler {
 	d := o.DaemonSet
 	d.Namespace = o.Namespace
-	return &daemonset.Reconciler{Client: c, Defaults: d}
+	return &daemonset.Reconciler{Client: c, Defaults: d, Images: o.AgentImages}
 }
 
 func TestMain(m *testing.M) { os.Exit(suite.Run(m)) }
@@ -185,6 +186,32 @@ func TestSpecAndDrift(t *testing.T) {
 	e.UpdateConfig(t, "ds-custom", func(bc *kbv1.BladeConfig) { bc.Spec.DaemonSet.Image = "example.com/agent:v2" })
 	waitDS(t, e, "ds-custom", "the new image", func(ds *appsv1.DaemonSet) bool {
 		return ds.Spec.Template.Spec.Containers[0].Image == "example.com/agent:v2" && ds.Generation > gen
+	})
+}
+
+// TestRefusedImageIsNotRun: a BladeConfig whose image is from no allowed
+// repository (it got past the admission policy, or predates it) gets a
+// DaemonSet with the operator's own agent image, so its blades keep fan
+// control, and a Warning Event that says why.
+func TestRefusedImageIsNotRun(t *testing.T) {
+	e := suite.Need(t)
+	bc := optest.Config("ds-refused", 0, map[string]string{"kbtest": "ds-refused"})
+	bc.Spec.DaemonSet.Image = "evil.example.com/root-shell:v1"
+	e.CreateAll(t, bc)
+	ds := waitDS(t, e, "ds-refused", "created", exists)
+	if img := ds.Spec.Template.Spec.Containers[0].Image; img != e.Options.DaemonSet.Image {
+		t.Errorf("image %s, want the operator's own %s", img, e.Options.DaemonSet.Image)
+	}
+	note := e.WaitEvent(t, "BladeConfig", "ds-refused", daemonset.ReasonImageNotAllowed)
+	for _, w := range []string{"evil.example.com/root-shell:v1", "not from an allowed repository", e.Options.DaemonSet.Image} {
+		if !strings.Contains(note, w) {
+			t.Errorf("event %q does not say %q", note, w)
+		}
+	}
+	// Allowed again: the DaemonSet follows.
+	e.UpdateConfig(t, "ds-refused", func(bc *kbv1.BladeConfig) { bc.Spec.DaemonSet.Image = "example.com/agent:v3" })
+	waitDS(t, e, "ds-refused", "the allowed image", func(ds *appsv1.DaemonSet) bool {
+		return ds.Spec.Template.Spec.Containers[0].Image == "example.com/agent:v3"
 	})
 }
 

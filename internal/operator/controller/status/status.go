@@ -31,6 +31,7 @@ import (
 
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/operator/agentdaemonset"
+	"github.com/kubeblade/kubeblade/internal/operator/imagepolicy"
 	"github.com/kubeblade/kubeblade/internal/operator/nodemeta"
 	"github.com/kubeblade/kubeblade/internal/operator/placement"
 )
@@ -56,6 +57,9 @@ const (
 	ReasonInvalidName     = "InvalidName"
 	ReasonInvalidSelector = "InvalidSelector"
 	ReasonReconcileError  = "ReconcileError"
+	// ReasonImageNotAllowed: spec.daemonSet.image is not from an allowed
+	// repository; the agents run the operator's own image instead.
+	ReasonImageNotAllowed = "ImageNotAllowed"
 
 	ReasonNoConflict = "NoConflict"
 	ReasonNodesTaken = "NodesClaimedByOtherConfigs"
@@ -80,6 +84,10 @@ type Reconciler struct {
 	Recorder  events.EventRecorder
 	Clock     clock.PassiveClock
 	Namespace string
+	// Images are the repositories spec.daemonSet.image may name; another
+	// image makes the config Degraded (the daemonset controller runs the
+	// operator's own image instead).
+	Images imagepolicy.AllowList
 	// NodeDelay batches Node events (DefaultNodeDelay if zero).
 	NodeDelay time.Duration
 }
@@ -276,6 +284,14 @@ func (r *Reconciler) reconcile(ctx context.Context, bc *kbv1.BladeConfig) error 
 	} else {
 		r.set(bc, kbv1.BladeConfigProgressing, metav1.ConditionTrue, reason, msg)
 		r.set(bc, kbv1.BladeConfigReady, metav1.ConditionFalse, reason, msg)
+	}
+	// The agents run, but not the image asked for: not Ready as written.
+	if img := bc.Spec.DaemonSet.Image; img != "" {
+		if err := r.Images.Check(img); err != nil {
+			msg := "spec.daemonSet.image: " + err.Error() + "; the agents run the operator's own agent image instead"
+			r.set(bc, kbv1.BladeConfigDegraded, metav1.ConditionTrue, ReasonImageNotAllowed, msg)
+			r.set(bc, kbv1.BladeConfigReady, metav1.ConditionFalse, ReasonImageNotAllowed, msg)
+		}
 	}
 	return nil
 }

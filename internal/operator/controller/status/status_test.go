@@ -26,7 +26,8 @@ import (
 // controller (they label Nodes), the daemonset controller (they apply the
 // DaemonSet) and Kubernetes' DaemonSet controller (they write its status).
 var suite = optest.NewSuite(func(ctx context.Context, mgr ctrl.Manager, o operator.Options) error {
-	return (&status.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(operator.Name), Clock: o.Clock, Namespace: o.Namespace}).SetupWithManager(ctx, mgr)
+	return (&status.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(operator.Name), Clock: o.Clock, Namespace: o.Namespace,
+		Images: o.AgentImages}).SetupWithManager(ctx, mgr)
 })
 
 func TestMain(m *testing.M) { os.Exit(suite.Run(m)) }
@@ -218,6 +219,30 @@ func TestInvalidSelectorIsDegraded(t *testing.T) {
 		bc.Spec.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kbtest": "st-invalid"}}
 	})
 	e.WaitStatus(t, "st-invalid", func(bc *kbv1.BladeConfig) bool {
+		return reason(bc, kbv1.BladeConfigDegraded) == "False/"+status.ReasonNotDegraded
+	})
+}
+
+// TestRefusedImageIsDegraded: an image from no allowed repository makes
+// the config Degraded and not Ready, with a Warning Event naming the image;
+// an allowed one clears it.
+func TestRefusedImageIsDegraded(t *testing.T) {
+	e := suite.Need(t)
+	bc := optest.Config("st-image", 0, map[string]string{"kbtest": "st-image"})
+	bc.Spec.DaemonSet.Image = "evil.example.com/root-shell:v1"
+	e.CreateAll(t, bc)
+	bc = e.WaitStatus(t, "st-image", func(bc *kbv1.BladeConfig) bool {
+		return reason(bc, kbv1.BladeConfigDegraded) == "True/"+status.ReasonImageNotAllowed
+	})
+	if reason(bc, kbv1.BladeConfigReady) != "False/"+status.ReasonImageNotAllowed {
+		t.Errorf("Ready %s", reason(bc, kbv1.BladeConfigReady))
+	}
+	if c := meta.FindStatusCondition(bc.Status.Conditions, kbv1.BladeConfigDegraded); !strings.Contains(c.Message, "evil.example.com/root-shell:v1") {
+		t.Errorf("Degraded message %q does not name the image", c.Message)
+	}
+	e.WaitEvent(t, "BladeConfig", "st-image", status.ReasonImageNotAllowed)
+	e.UpdateConfig(t, "st-image", func(bc *kbv1.BladeConfig) { bc.Spec.DaemonSet.Image = "example.com/agent:v1" })
+	e.WaitStatus(t, "st-image", func(bc *kbv1.BladeConfig) bool {
 		return reason(bc, kbv1.BladeConfigDegraded) == "False/"+status.ReasonNotDegraded
 	})
 }

@@ -2,7 +2,8 @@
 // is allowed when its repository is on an administrator's list. It is the
 // operator's copy of the rule the ValidatingAdmissionPolicy
 // kubeblade-agent-images (config/admission/agent-images.yaml) applies in
-// the API server; test/security runs both on the same images.
+// the API server; test/security runs both on the same images. It imports
+// nothing from Kubernetes.
 package imagepolicy
 
 import (
@@ -60,3 +61,29 @@ func (l AllowList) Check(image string) error {
 
 // String is the comma-separated list Parse reads.
 func (l AllowList) String() string { return strings.Join(l, ",") }
+
+// Set implements flag.Value: the flag's value replaces the list.
+func (l *AllowList) Set(s string) error {
+	p, err := Parse(s)
+	if err != nil {
+		return err
+	}
+	if len(p) == 0 {
+		return fmt.Errorf("no repository in %q: list at least one, such as %s", s, DefaultRepository)
+	}
+	*l = p
+	return nil
+}
+
+// Allowed returns image if it may run, and otherwise fallback (the
+// operator's own agent image) with the reason image was refused. An empty
+// image means fallback and is never refused.
+func (l AllowList) Allowed(image, fallback string) (string, error) {
+	if image == "" {
+		return fallback, nil
+	}
+	if err := l.Check(image); err != nil {
+		return fallback, err
+	}
+	return image, nil
+}

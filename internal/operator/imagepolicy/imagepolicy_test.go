@@ -40,3 +40,24 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+func TestSetAndAllowed(t *testing.T) {
+	var l AllowList
+	if err := l.Set(" , "); err == nil {
+		t.Error("an empty list was accepted: it would allow nothing but the operator's image, silently")
+	}
+	if err := l.Set("registry.local:5000/mirror/kubeblade"); err != nil {
+		t.Fatal(err)
+	}
+	const own = "ghcr.io/kubeblade/kubeblade:v1"
+	for image, want := range map[string]string{
+		"":                                       own,
+		"registry.local:5000/mirror/kubeblade:2": "registry.local:5000/mirror/kubeblade:2",
+		"evil.example.com/x:1":                   own,
+	} {
+		got, err := l.Allowed(image, own)
+		if got != want || (err != nil) != (image == "evil.example.com/x:1") {
+			t.Errorf("Allowed(%q) = %q, %v; want %q", image, got, err, want)
+		}
+	}
+}
