@@ -121,7 +121,10 @@ func ManagerOptions(o Options, base ctrl.Options) ctrl.Options {
 	return base
 }
 
-// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=kubeblade-system,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// Leader election reads and renews one Lease (client-go's LeaseLock: get,
+// create, update).
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=kubeblade-system,resources=leases,resourceNames=kubeblade-operator.kubeblade.io,verbs=get;update
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=kubeblade-system,resources=leases,verbs=create
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // Setup registers every controller with mgr.

@@ -2,6 +2,7 @@ package security
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -42,6 +43,7 @@ func bladeConfigEditor(t *testing.T) client.Client {
 func bladeConfig(image string) *kbv1.BladeConfig {
 	bc := &kbv1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("images-%d", configSeq.Add(1))}}
 	bc.Spec.DaemonSet.Image = image
+	bc.Spec.NodeSelector = selectsNothing()
 	return bc
 }
 
@@ -70,10 +72,25 @@ func TestBladeConfigImages(t *testing.T) {
 	if err := editor.Create(ctx(t), bc); err != nil {
 		t.Fatal(err)
 	}
-	bc.Spec.DaemonSet.Image = "ghcr.io/evil/kubeblade:v1"
-	refused(t, "changing the image to another repository", editor.Update(ctx(t), bc), "kubeblade-agent-images")
-	bc.Spec.DaemonSet.Image = imagepolicy.DefaultRepository + ":v2"
-	allowed(t, "changing the tag", editor.Update(ctx(t), bc))
+	refused(t, "changing the image to another repository", edit(t, editor, bc.Name, func(bc *kbv1.BladeConfig) {
+		bc.Spec.DaemonSet.Image = "ghcr.io/evil/kubeblade:v1"
+	}), "kubeblade-agent-images")
+	allowed(t, "changing the tag", edit(t, editor, bc.Name, func(bc *kbv1.BladeConfig) {
+		bc.Spec.DaemonSet.Image = imagepolicy.DefaultRepository + ":v2"
+	}))
+}
+
+// edit changes a fresh copy of a BladeConfig with f and sends the change
+// as c, as a merge patch (the operator adds its finalizer meanwhile).
+func edit(t *testing.T, c client.Client, name string, f func(*kbv1.BladeConfig)) error {
+	t.Helper()
+	bc := &kbv1.BladeConfig{}
+	if err := admin.Get(ctx(t), client.ObjectKey{Name: name}, bc); err != nil {
+		t.Fatal(err)
+	}
+	orig := bc.DeepCopy()
+	f(bc)
+	return c.Patch(ctx(t), bc, client.MergeFrom(orig))
 }
 
 // TestBladeConfigGrandfatheredImage: a BladeConfig that holds a refused
@@ -82,14 +99,20 @@ func TestBladeConfigImages(t *testing.T) {
 // only change to an allowed one.
 func TestBladeConfigGrandfatheredImage(t *testing.T) {
 	editor := bladeConfigEditor(t)
-	bc := &kbv1.BladeConfig{}
-	if err := admin.Get(ctx(t), client.ObjectKey{Name: grandfathered}, bc); err != nil {
-		t.Fatal(err)
-	}
-	bc.Spec.Priority = 7
-	allowed(t, "another field of a BladeConfig with an old image", editor.Update(ctx(t), bc))
-	bc.Finalizers = append(bc.Finalizers, "kubeblade.io/test")
-	allowed(t, "a finalizer", editor.Update(ctx(t), bc))
-	bc.Spec.DaemonSet.Image = "ghcr.io/evil/kubeblade:v2"
-	refused(t, "another refused image", editor.Update(ctx(t), bc), "kubeblade-agent-images")
+	allowed(t, "another field of a BladeConfig with an old image", edit(t, editor, grandfathered, func(bc *kbv1.BladeConfig) { bc.Spec.Priority = 7 }))
+	allowed(t, "a finalizer", edit(t, editor, grandfathered, func(bc *kbv1.BladeConfig) {
+		bc.Finalizers = append(bc.Finalizers, "kubeblade.io/test")
+	}))
+	allowed(t, "removing it again", edit(t, editor, grandfathered, func(bc *kbv1.BladeConfig) {
+		bc.Finalizers = slices.DeleteFunc(bc.Finalizers, func(f string) bool { return f == "kubeblade.io/test" })
+	}))
+	refused(t, "another refused image", edit(t, editor, grandfathered, func(bc *kbv1.BladeConfig) {
+		bc.Spec.DaemonSet.Image = "ghcr.io/evil/kubeblade:v2"
+	}), "kubeblade-agent-images")
+}
+
+// selectsNothing keeps the suite's BladeConfigs off the Nodes other tests
+// attack: the operator runs and would label them.
+func selectsNothing() *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchLabels: map[string]string{"kbtest": "nothing"}}
 }

@@ -56,13 +56,24 @@ func TestMain(m *testing.M) {
 	ctrllog.SetLogger(logr.Discard())
 	_ = clientgoscheme.AddToScheme(scheme)
 	_ = kbv1.AddToScheme(scheme)
-	os.Exit(testenv.Main(m, testenv.Options{CRDDirs: []string{"config/crd/bases"}}, func(e *testenv.Env) {
+	os.Exit(testenv.Main(stopOperatorAfter{m}, testenv.Options{CRDDirs: []string{"config/crd/bases"}}, func(e *testenv.Env) {
 		env = e
 		if err := setUp(); err != nil {
 			fmt.Fprintln(os.Stderr, "security: setting up:", err)
 			os.Exit(1)
 		}
 	}))
+}
+
+// stopOperatorAfter stops the operator once the tests ran, before the
+// control plane goes: a manager still watching makes kube-apiserver's
+// shutdown wait for its timeout.
+type stopOperatorAfter struct{ m *testing.M }
+
+func (s stopOperatorAfter) Run() int {
+	code := s.m.Run()
+	stopOperator()
+	return code
 }
 
 func setUp() error {
@@ -77,11 +88,15 @@ func setUp() error {
 	}
 	old := &kbv1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: grandfathered}}
 	old.Spec.DaemonSet.Image = "ghcr.io/evil/kubeblade:v1"
+	old.Spec.NodeSelector = selectsNothing()
 	if err := admin.Create(ctx, old); err != nil {
 		return err
 	}
 	if err := testenv.ApplyFiles(ctx, admin, agentAccess...); err != nil {
 		return err
+	}
+	if err := startOperator(ctx); err != nil {
+		return fmt.Errorf("starting the operator: %w", err)
 	}
 	files, err := os.ReadDir(testenv.RepoRoot() + "/" + admissionDir)
 	if err != nil {

@@ -22,9 +22,9 @@ import (
 var nodeSeq atomic.Int32
 
 // seedNode creates a Node the way a kubelet, an installer and other
-// controllers leave it: control-plane and node-restriction labels, the
-// operator's config label, foreign annotations and taints, addresses,
-// capacity and a Ready condition.
+// controllers leave it: control-plane and node-restriction labels, foreign
+// annotations and taints, addresses, capacity and a Ready condition. No
+// BladeConfig of this suite selects it, so the operator leaves it alone.
 func seedNode(t *testing.T) *corev1.Node {
 	t.Helper()
 	name := fmt.Sprintf("blade-%d", nodeSeq.Add(1))
@@ -35,7 +35,6 @@ func seedNode(t *testing.T) *corev1.Node {
 				"kubernetes.io/hostname":                name,
 				"node-role.kubernetes.io/control-plane": "",
 				"node-restriction.kubernetes.io/rack":   "r1",
-				kbv1.LabelConfig:                        "default",
 				kbv1.LabelSoC:                           "bcm2712",
 			},
 			Annotations: map[string]string{
@@ -211,7 +210,7 @@ func TestAgentNodeOwnFields(t *testing.T) {
 		}
 	}
 	after := getNode(t, n.Name)
-	if after.Labels["node-role.kubernetes.io/control-plane"] != "" || after.Labels[kbv1.LabelConfig] != "default" ||
+	if after.Labels["node-role.kubernetes.io/control-plane"] != "" || after.Labels["node-restriction.kubernetes.io/rack"] != "r1" ||
 		after.Annotations["example.com/owner"] != "ops" || after.Spec.Taints[0].Key != "dedicated" {
 		t.Errorf("foreign fields changed along the way: %v %v %v", after.Labels, after.Annotations, after.Spec.Taints)
 	}

@@ -24,8 +24,11 @@ const Prefix = "kubeblade.io/"
 // FieldManager is used for the label, taint and condition removals.
 const FieldManager = "kubeblade-operator-cleanup"
 
-// +kubebuilder:rbac:groups="",resources=nodes/status,verbs=patch
-// +kubebuilder:rbac:groups=apps,namespace=kubeblade-system,resources=daemonsets,verbs=list;delete;deletecollection
+// Uninstall runs as the chart's cleanup ServiceAccount, whose Roles are in
+// templates/cleanup-hook.yaml (Nodes and their status: get, list, patch;
+// BladeConfigs: get, list, patch; DaemonSets: list, delete), not as the
+// operator: it carries no RBAC markers, so the operator's generated Role
+// does not grant what only the uninstall needs.
 
 // Report says what Uninstall changed.
 type Report struct {

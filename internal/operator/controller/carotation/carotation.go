@@ -43,7 +43,10 @@ const (
 	ReasonInvalid = "CAInvalid"
 )
 
-// +kubebuilder:rbac:groups="",namespace=kubeblade-system,resources=secrets,verbs=get;list;watch;create;update;patch
+// Only the CA Secret (its default name; a --ca-secret of another name
+// needs the Role changed with it). Creating cannot be limited to a name.
+// +kubebuilder:rbac:groups="",namespace=kubeblade-system,resources=secrets,resourceNames=kubeblade-ca,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups="",namespace=kubeblade-system,resources=secrets,verbs=create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconciler creates and rotates the CA Secret.

@@ -41,9 +41,9 @@ const (
 )
 
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=certificatesigningrequests,verbs=get;list;watch
-// +kubebuilder:rbac:groups=certificates.k8s.io,resources=certificatesigningrequests/status,verbs=update;patch
+// +kubebuilder:rbac:groups=certificates.k8s.io,resources=certificatesigningrequests/status,verbs=update
 // +kubebuilder:rbac:groups=certificates.k8s.io,resources=signers,resourceNames=kubeblade.io/agent-serving;kubeblade.io/client,verbs=sign
-// +kubebuilder:rbac:groups="",namespace=kubeblade-system,resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=kubeblade-system,resources=secrets,resourceNames=kubeblade-ca,verbs=get;list;watch
 
 // Reconciler signs approved requests for kubeblade's signer names. It checks
 // agent serving requests again itself, so a mistaken manual approval cannot

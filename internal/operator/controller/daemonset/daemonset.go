@@ -44,7 +44,12 @@ const (
 
 // +kubebuilder:rbac:groups=kubeblade.io,resources=bladeconfigs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kubeblade.io,resources=bladeconfigs/finalizers,verbs=update
-// +kubebuilder:rbac:groups=apps,namespace=kubeblade-system,resources=daemonsets,verbs=get;list;watch;create;patch;update;delete
+// The agent DaemonSets are named after BladeConfigs, so RBAC cannot name
+// them; nor can it limit what a DaemonSet the operator creates looks like
+// (privileged, host network, /dev and /sys): the image allow-list
+// (Images, and the admission policy kubeblade-agent-images) is what keeps a
+// BladeConfig editor from choosing what runs.
+// +kubebuilder:rbac:groups=apps,namespace=kubeblade-system,resources=daemonsets,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconciler applies the agent DaemonSets.

@@ -72,7 +72,7 @@ const (
 )
 
 // +kubebuilder:rbac:groups=kubeblade.io,resources=bladeconfigs,verbs=get;list;watch
-// +kubebuilder:rbac:groups=kubeblade.io,resources=bladeconfigs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=kubeblade.io,resources=bladeconfigs/status,verbs=patch
 // +kubebuilder:rbac:groups=kubeblade.io,resources=blades,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,namespace=kubeblade-system,resources=daemonsets,verbs=get;list;watch
