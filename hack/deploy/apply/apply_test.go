@@ -27,6 +27,7 @@ import (
 )
 
 var (
+	env    *testenv.Env
 	dyn    dynamic.Interface
 	mapper *restmapper.DeferredDiscoveryRESTMapper
 	apiext apiextclient.Interface
@@ -34,6 +35,7 @@ var (
 
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Main(m, testenv.Options{CRDDirs: []string{render.ChartDir + "/crds"}}, func(e *testenv.Env) {
+		env = e
 		var err error
 		if dyn, err = dynamic.NewForConfig(e.Config); err != nil {
 			panic(err)
