@@ -125,8 +125,8 @@ func TestIdentifyRequests(t *testing.T) {
 			body: `{"identify":true}`, wantCode: http.StatusMisdirectedRequest},
 		"an allowed host name": {host: "wall.example:8080", site: "same-origin", token: testToken,
 			body: `{"identify":true}`, wantCode: http.StatusOK, wantCalls: []string{"blade-1=true"}},
-		"bad body":     {site: "same-origin", token: testToken, body: `{"identify":"yes"}`, wantCode: http.StatusBadRequest},
-		"empty body":   {site: "same-origin", token: testToken, body: `{}`, wantCode: http.StatusBadRequest},
+		"bad body":   {site: "same-origin", token: testToken, body: `{"identify":"yes"}`, wantCode: http.StatusBadRequest},
+		"empty body": {site: "same-origin", token: testToken, body: `{}`, wantCode: http.StatusBadRequest},
 		"unknown node": {site: "same-origin", token: testToken, body: `{"identify":true}`, idErr: fmt.Errorf("%w: blade-1", ErrNodeNotFound),
 			wantCode: http.StatusNotFound, wantCalls: []string{"blade-1=true"}},
 	} {
