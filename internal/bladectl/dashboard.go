@@ -18,9 +18,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/kubeblade/kubeblade/internal/dashboard"
 )
@@ -71,6 +73,10 @@ func (o *options) dashboard(ctx context.Context, f dashboardFlags) error {
 	if err != nil {
 		return usageError{err}
 	}
+	// controller-runtime's client has a process-wide logger that complains
+	// on stderr, with a stack, when a long-running program never set it.
+	// The dashboard reports its problems itself.
+	ctrllog.SetLogger(logr.Discard())
 	k, err := o.kubeConn()
 	if err != nil {
 		return err

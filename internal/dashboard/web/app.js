@@ -313,10 +313,21 @@
     el.dataset.color = color.toLowerCase();
     el.dataset.pattern = pattern;
     if (pattern === 'off') el.style.removeProperty('--c');
-    else el.style.setProperty('--c', color);
+    else el.style.setProperty('--c', shown(color));
     if (pattern === 'blink' && c.pattern[which] !== 'blink') el.style.animationDelay = `-${Date.now() % 1000}ms`;
     c.pattern[which] = pattern;
     el.title = `${which} LED: ${pattern === 'off' ? 'off' : `${color} ${pattern}`}`;
+  }
+
+  // shown scales a colour to full brightness, keeping its hue: the agent
+  // drives WS2812 LEDs dimly (the default idle colour is #001000), which a
+  // person still sees as plainly green, but #001000 on a screen is black.
+  function shown(hex) {
+    const v = parseInt(hex.slice(1), 16);
+    if (hex.length !== 7 || Number.isNaN(v)) return hex;
+    const rgb = [(v >> 16) & 255, (v >> 8) & 255, v & 255];
+    const m = Math.max(...rgb);
+    return m === 0 ? hex : `rgb(${rgb.map((c) => Math.round((c * 255) / m)).join(',')})`;
   }
 
   const identifyOn = (b) => !!b.identify || b.identifyRequested === 'true';
