@@ -166,8 +166,8 @@ func idle(temp int32) v1alpha1.BladeStatus {
 			Edge: v1alpha1.LEDStatus{Color: "#001000", Pattern: "steady"},
 		},
 		Capabilities: []string{"fan", "leds", "tach", "button", "poe"}, HardwareBackend: "simulated", AgentVersion: "v0.5.0",
-		Config:     &v1alpha1.AppliedConfig{Name: "default", Generation: 2},
-		Conditions: []metav1.Condition{{Type: v1alpha1.BladeConditionAgentReady, Status: metav1.ConditionTrue, Reason: "Running", LastTransitionTime: metav1.Now()}},
+		Config:        &v1alpha1.AppliedConfig{Name: "default", Generation: 2},
+		Conditions:    []metav1.Condition{{Type: v1alpha1.BladeConditionAgentReady, Status: metav1.ConditionTrue, Reason: "Running", LastTransitionTime: metav1.Now()}},
 		HeartbeatTime: &metav1.Time{Time: time.Now()},
 	}
 }
@@ -228,7 +228,7 @@ func setStatus(t *testing.T, name string, change func(*v1alpha1.BladeStatus)) {
 func nodeEvent(t *testing.T, node, reason, note, typ string, at time.Time) {
 	t.Helper()
 	e := &eventsv1.Event{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: node + ".", Namespace: dashboard.EventsNamespace},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: node + "-", Namespace: dashboard.EventsNamespace},
 		EventTime:  metav1.MicroTime{Time: at}, Reason: reason, Note: note, Type: typ, Action: reason,
 		Regarding:           corev1.ObjectReference{Kind: "Node", Name: node, APIVersion: "v1"},
 		ReportingController: "kubeblade.io/agent", ReportingInstance: node,
@@ -503,7 +503,7 @@ func TestBrowserLEDAndTemperatureChangesAppearWithin2s(t *testing.T) {
 	})
 	p.until("the critical state", live, cond(`const c = card("live-1"), l = c.querySelector(".led.top"), s = getComputedStyle(l);
 		return c.classList.contains("critical") && c.querySelector('[data-badge="critical"]') && l.dataset.pattern === "blink" &&
-			s.animationName === "led-blink" && s.animationDuration === "1s" && c.querySelector(".fan").textContent === "fan 100 % · critical"
+			s.animationName === "led-blink" && s.animationDuration === "1s" && c.querySelector(".fan").textContent === "fan 100 % · crit"
 			? "ok" : c.className + " " + l.dataset.pattern + " " + s.animationName + " " + c.querySelector(".fan").textContent;`))
 
 	// Stealth: dark.
@@ -790,9 +790,8 @@ func TestBrowserScreenshot(t *testing.T) {
 	needCluster(t)
 	needBrowser(t)
 	var rack []rackBlade
-	for i := 1; i <= 10; i++ {
-		st := idle(int32(38 + (i*7)%17))
-		b := rackBlade{name: fmt.Sprintf("blade-%d", i), chassis: "rack-1", slot: fmt.Sprint(i), status: st}
+	for i := 1; i <= 8; i++ {
+		b := rackBlade{name: fmt.Sprintf("blade-%d", i), chassis: "rack-1", slot: fmt.Sprint(i), status: idle(int32(38 + (i*7)%17))}
 		switch i {
 		case 3: // identify
 			b.status.Identify, b.status.State = true, v1alpha1.BladeStateIdentify
@@ -801,32 +800,44 @@ func TestBrowserScreenshot(t *testing.T) {
 		case 5: // critical
 			b.status.Critical, b.status.State, b.status.TemperatureCelsius = true, v1alpha1.BladeStateCritical, i32(84)
 			b.status.Fan = v1alpha1.BladeFanStatus{Percent: 100, RPM: i32(7800), Mode: "critical"}
-			b.status.LEDs = v1alpha1.BladeLEDsStatus{Top: v1alpha1.LEDStatus{Color: "#400000", Pattern: "steady"}, Edge: v1alpha1.LEDStatus{Color: "#400000", Pattern: "steady"}}
+			b.status.LEDs = v1alpha1.BladeLEDsStatus{Top: v1alpha1.LEDStatus{Color: "#400000", Pattern: "blink"}, Edge: v1alpha1.LEDStatus{Color: "#400000", Pattern: "steady"}}
 		case 6: // drained: safe to pull
 			b.annotations = map[string]string{dashboard.AnnotationMaintenance: "true", dashboard.AnnotationMaintenanceState: "drained"}
 			b.status.LEDs.Edge = v1alpha1.LEDStatus{Color: "#003000", Pattern: "steady"}
 		case 7: // stale
 			b.status.Conditions = []metav1.Condition{{Type: v1alpha1.BladeConditionAgentReady, Status: metav1.ConditionUnknown,
 				Reason: dashboard.ReasonHeartbeatStale, Message: "no heartbeat for 16m", LastTransitionTime: metav1.Now()}}
-		case 8: // stealth, on USB-C
-			b.status.Stealth, b.status.State, b.status.PowerSource = true, v1alpha1.BladeStateStealth, "poe-or-usbc"
-		case 9: // manual fan
-			b.status.Fan = v1alpha1.BladeFanStatus{Percent: 60, RPM: i32(4680), Mode: "manual"}
+		case 8: // no agent yet
+			b.noAgent = true
 		}
-		if i != 4 {
+		if i != 4 { // an empty slot
 			rack = append(rack, b)
 		}
 	}
-	rack = append(rack,
-		rackBlade{name: "blade-11", chassis: "rack-1", slot: "12", noAgent: true},
-		rackBlade{name: "edge-pi", status: idle(47)},
-	)
+	for i := 1; i <= 4; i++ {
+		b := rackBlade{name: fmt.Sprintf("blade-%d", 8+i), chassis: "rack-2", slot: fmt.Sprint(i), status: idle(int32(41 + i*3))}
+		b.status.SoC = "bcm2711"
+		switch i {
+		case 2: // stealth, on USB-C
+			b.status.Stealth, b.status.State, b.status.PowerSource = true, v1alpha1.BladeStateStealth, "poe-or-usbc"
+		case 3: // manual fan, draining
+			b.status.Fan = v1alpha1.BladeFanStatus{Percent: 60, RPM: i32(4680), Mode: "manual"}
+			b.annotations = map[string]string{dashboard.AnnotationMaintenance: "true", dashboard.AnnotationMaintenanceState: "draining"}
+			b.status.LEDs.Edge = v1alpha1.LEDStatus{Color: "#201000", Pattern: "blink"}
+		}
+		rack = append(rack, b)
+	}
+	rack = append(rack, rackBlade{name: "edge-pi", status: idle(47)})
 	createRack(t, rack...)
+	now := time.Now()
+	nodeEvent(t, "blade-5", "AgentStarted", "kubeblade-agent v0.5.0, simulated backend", corev1.EventTypeNormal, now.Add(-40*time.Minute))
+	nodeEvent(t, "blade-5", "ConfigApplied", "BladeConfig default generation 2", corev1.EventTypeNormal, now.Add(-39*time.Minute))
+	nodeEvent(t, "blade-5", "CriticalTemperature", "84 °C ≥ criticalCelsius 80: fan 100 %", corev1.EventTypeWarning, now.Add(-2*time.Minute))
 	d := startDashboard(t, "127.0.0.1:0")
-	p := openPage(t, d.url, 1600, 900)
-	p.waitBlades("blade-1", "blade-11", "edge-pi")
+	p := openPage(t, d.url, 1920, 1080)
+	p.waitBlades("blade-1", "blade-12", "edge-pi")
 	p.click(`article.blade[data-name="blade-5"] .more`)
-	p.until("the detail panel", 10*time.Second, `document.querySelector("#detail").hidden ? "closed" : ""`)
+	p.until("the detail panel with blade-5's Events", 10*time.Second, `document.querySelectorAll("#detail-events li").length === 3 ? "ok" : "not yet"`)
 	// Blinking LEDs are caught in their on phase.
 	p.until("the on half of the blink", 2*time.Second, `Date.now() % 1000 < 400 ? "ok" : "off phase"`)
 	shot, err := chromedp.Run(p.ctx, chromedp.FullScreenshot(100))
@@ -837,7 +848,7 @@ func TestBrowserScreenshot(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the screenshot is no PNG: %v", err)
 	}
-	if b := img.Bounds(); b.Dx() != 1600 || b.Dy() < 900 {
+	if b := img.Bounds(); b.Dx() != 1920 || b.Dy() < 1080 {
 		t.Errorf("screenshot is %v", b)
 	}
 	out := filepath.Join(t.TempDir(), "dashboard.png")

@@ -231,17 +231,20 @@
     const leds = mk('span', 'leds', head);
     const top = mk('span', 'led top', leds);
     const edge = mk('span', 'led edge', leds);
-    const name = mk('div', 'name');
+    const namerow = mk('div', 'namerow');
+    const name = mk('span', 'name', namerow);
+    const more = mk('button', 'more', namerow);
+    more.type = 'button';
+    more.textContent = 'i';
+    more.title = 'Details and recent Events';
+    more.setAttribute('aria-label', `Details of ${b.name}`);
     const temp = mk('div', 'temp');
     const fan = mk('div', 'fan');
     const rpm = mk('div', 'rpm');
     const meta = mk('div', 'meta');
+    const cfg = mk('div', 'meta cfg');
     const badges = mk('div', 'badges');
-    const more = mk('button', 'more');
-    more.type = 'button';
-    more.textContent = 'details';
-    more.setAttribute('aria-label', `Details of ${b.name}`);
-    return { el, refs: { slotno, top, edge, name, temp, fan, rpm, meta, badges }, pattern: {} };
+    return { el, refs: { slotno, top, edge, name, temp, fan, rpm, meta, cfg, badges }, pattern: {} };
   }
 
   function fill(c, b) {
@@ -272,15 +275,17 @@
       r.fan.replaceChildren();
       const pct = document.createElement('b');
       pct.textContent = `${b.fan.percent} %`;
-      r.fan.append('fan ', pct, b.fan.mode ? ` · ${b.fan.mode}` : '');
+      // "critical" is also the badge and the red border: short here.
+      r.fan.append('fan ', pct, b.fan.mode ? ` · ${b.fan.mode === 'critical' ? 'crit' : b.fan.mode}` : '');
+      r.fan.title = `fan ${b.fan.percent} % · ${b.fan.mode || ''}`;
       r.rpm.textContent = b.fan.rpm != null ? `${fmtInt(b.fan.rpm)} rpm` : 'no tach';
     } else {
       r.fan.textContent = b.agent === 'missing' ? 'no agent' : '';
       r.rpm.textContent = '';
     }
-    const cfg = b.config ? `${b.config.name || 'local'} · gen ${b.config.generation || 0}` : '';
-    r.meta.textContent = [power(b.power), cfg].filter(Boolean).join(' · ');
-    r.meta.title = r.meta.textContent;
+    r.meta.textContent = power(b.power);
+    r.cfg.textContent = b.config ? `${b.config.name || 'local'} · gen ${b.config.generation || 0}` : '';
+    r.cfg.title = b.config ? `applied BladeConfig ${b.config.name || '(local file)'}, generation ${b.config.generation || 0}` : '';
 
     const bs = badgesOf(b);
     r.badges.replaceChildren(...bs.map(([cls, text, key]) => {
@@ -341,7 +346,7 @@
     switch (b.maintenance) {
       case 'queued': out.push(['b-maint', 'queued', 'maintenance-queued']); break;
       case 'draining': out.push(['b-maint', 'draining', 'maintenance-draining']); break;
-      case 'drained': out.push(['b-safe', 'drained · safe to pull', 'maintenance-drained']); break;
+      case 'drained': out.push(['b-safe', 'safe to pull', 'maintenance-drained']); break;
       case 'failed': out.push(['b-failed', 'drain failed', 'maintenance-failed']); break;
       case undefined: case '':
         if (b.maintenanceRequested) out.push(['b-maint', 'maintenance…', 'maintenance-requested']);
