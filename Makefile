@@ -59,6 +59,10 @@ vet: ## go vet (also of the -tags nokube build) and gofmt.
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# promtool for the chart's alert tests (hack/deploy/alerts), built once from
+# its Go module and cached; a PROMTOOL from the environment wins.
+test: export PROMTOOL ?= $(shell hack/promtool.sh)
+
 .PHONY: test
 test: envtest-assets verify-generated vet ## Everything CI checks: vet, unit and envtest suites under -race, then make e2e.
 	KUBEBUILDER_ASSETS=$$(hack/k8s-tools.sh kube-apiserver etcd) ENVTEST_REQUIRED=1 \
@@ -142,6 +146,24 @@ reliability: build envtest-assets ## Fault and bad-input suite (60 s API-server 
 	RELIABILITY_OUTAGE=$${RELIABILITY_OUTAGE:-60s} RELIABILITY_AGENT=$(BIN)/kubeblade-agent ENVTEST_REQUIRED=1 \
 	  KUBEBUILDER_ASSETS=$$(hack/k8s-tools.sh kube-apiserver etcd) \
 	  $(GO) test -count=1 -timeout 20m -v ./test/reliability/ | grep -v -e '^=== ' -e '^    --- PASS'
+
+.PHONY: test-alerts
+test-alerts: ## promtool test rules on the chart's PrometheusRule (make test runs it too).
+	cd hack/deploy && PROMTOOL=$$(../../hack/promtool.sh) $(GO) test -count=1 -v ./alerts/
+
+.PHONY: test-dashboard
+test-dashboard: envtest-assets ## The rack view's tests: server side, and the page in headless Chromium against a local API server (make test runs them too).
+	KUBEBUILDER_ASSETS=$$(hack/k8s-tools.sh kube-apiserver etcd) KUBEBLADE_TEST_REQUIRED=1 \
+	  $(GO) test -race -count=1 -v ./internal/dashboard/ ./internal/testbrowser/
+
+.PHONY: dashboard-screenshot
+dashboard-screenshot: envtest-assets ## Rewrite docs/dashboard.png: the browser test's screenshot of a demo-like rack.
+	KUBEBUILDER_ASSETS=$$(hack/k8s-tools.sh kube-apiserver etcd) KUBEBLADE_TEST_REQUIRED=1 \
+	  $(GO) test -count=1 -run '^TestBrowserScreenshot$$' ./internal/dashboard/ -screenshot $(CURDIR)/docs/dashboard.png
+
+.PHONY: bench-dashboard
+bench-dashboard: build envtest-assets ## The rack view with 1 000 simulated blades: first paint, browser memory, server CPU while every blade changes temperature every 5 s.
+	KUBEBUILDER_ASSETS=$$(hack/k8s-tools.sh kube-apiserver etcd) $(GO) run ./test/bench/dashboard -bladectl $(BIN)/bladectl $(BENCH_DASHBOARD_ARGS)
 
 .PHONY: clean
 clean: ## Remove build outputs (keeps the cached control-plane binaries).

@@ -59,16 +59,15 @@ var suite struct {
 	dir        string
 
 	browserOnce sync.Once
-	browser     context.Context
-	stopBrowser context.CancelFunc
+	browser     *testbrowser.Browser
 	browserErr  error
 }
 
 func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
-	if suite.stopBrowser != nil {
-		suite.stopBrowser()
+	if suite.browser != nil {
+		suite.browser.Stop()
 	}
 	if suite.env != nil {
 		if err := suite.env.Stop(); err != nil {
@@ -126,7 +125,7 @@ func startCluster() error {
 func needBrowser(t *testing.T) context.Context {
 	t.Helper()
 	suite.browserOnce.Do(func() {
-		suite.browser, suite.stopBrowser, suite.browserErr = testbrowser.Start(context.Background())
+		suite.browser, suite.browserErr = testbrowser.Start(context.Background())
 	})
 	if errors.Is(suite.browserErr, testbrowser.ErrNotFound) {
 		testreq.Unavailable(t, "%v", suite.browserErr)
@@ -134,7 +133,7 @@ func needBrowser(t *testing.T) context.Context {
 	if suite.browserErr != nil {
 		t.Fatalf("starting Chromium: %v", suite.browserErr)
 	}
-	return suite.browser
+	return suite.browser.Ctx
 }
 
 func ctxT(t *testing.T) context.Context {

@@ -35,17 +35,28 @@ func Path() (string, error) {
 	return "", ErrNotFound
 }
 
-// Start launches a headless browser. The returned context runs it:
-// chromedp.NewContext(ctx) opens tabs in it. cancel stops the browser and
-// removes its profile.
-func Start(ctx context.Context) (context.Context, context.CancelFunc, error) {
+// Browser is a running headless Chromium.
+type Browser struct {
+	// Ctx runs the browser: chromedp.NewContext(Ctx) opens a tab in it.
+	Ctx context.Context
+	// Profile is its user data directory, which every one of its
+	// processes names on its command line (harnesses find them by it).
+	Profile string
+	stop    func()
+}
+
+// Stop stops the browser and removes its profile.
+func (b *Browser) Stop() { b.stop() }
+
+// Start launches a headless browser.
+func Start(ctx context.Context) (*Browser, error) {
 	path, err := Path()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	profile, err := os.MkdirTemp("", "kubeblade-chromium-")
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
@@ -63,16 +74,15 @@ func Start(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	)
 	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
 	bctx, bcancel := chromedp.NewContext(actx)
+	stop := func() {
+		bcancel()
+		acancel()
+		_ = os.RemoveAll(profile)
+	}
 	// Start the browser now, so a broken install fails here.
 	if err := chromedp.Do(bctx); err != nil {
-		bcancel()
-		acancel()
-		_ = os.RemoveAll(profile)
-		return nil, nil, err
+		stop()
+		return nil, err
 	}
-	return bctx, func() {
-		bcancel()
-		acancel()
-		_ = os.RemoveAll(profile)
-	}, nil
+	return &Browser{Ctx: bctx, Profile: profile, stop: stop}, nil
 }
