@@ -100,7 +100,6 @@ func run() error {
 	}
 
 	// First paint and the whole rack, on a cold page.
-	t0 := time.Now()
 	if err := chromedp.Do(tab, chromedp.Navigate(url)); err != nil {
 		return err
 	}
@@ -111,17 +110,21 @@ func run() error {
 	}); err != nil {
 		return fmt.Errorf("the page never showed %d blades: %w", *blades, err)
 	}
-	drawn := time.Since(t0)
-	fcp, err := chromedp.Run(tab, chromedp.Evaluate[float64](`(performance.getEntriesByName("first-contentful-paint")[0] || {startTime: -1}).startTime`))
+	// Times from the page's own clock, relative to the navigation's start.
+	marks, err := chromedp.Run(tab, chromedp.Evaluate[map[string]float64](`(() => {
+		const at = (n) => (performance.getEntriesByName(n)[0] || {startTime: -1}).startTime;
+		return {fcp: at("first-contentful-paint"), received: at("kubeblade:snapshot-received"), drawn: at("kubeblade:snapshot-drawn")};
+	})()`))
 	if err != nil {
 		return err
 	}
-	fmt.Printf("first contentful paint %.0f ms; all %d blades drawn %.0f ms after navigating\n", fcp, *blades, float64(drawn.Milliseconds()))
+	fmt.Printf("first contentful paint %.0f ms; snapshot of %d blades received at %.0f ms, drawn at %.0f ms (after navigating)\n",
+		marks["fcp"], *blades, marks["received"], marks["drawn"])
 	heap, nodes, err := pageMetrics(tab)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("browser after load: JS heap %.1f MiB, %d DOM nodes, Chromium RSS %.0f MiB (all its processes)\n", heap, nodes, rssMiB(browserPIDs(b.Profile)))
+	fmt.Printf("browser after load: JS heap %.1f MiB, %d DOM nodes, Chromium PSS %.0f MiB (all its processes)\n", heap, nodes, pssMiB(browserPIDs(b.Profile)))
 
 	// Load: every blade's temperature changes once per period, spread evenly.
 	loadCtx, stopLoad := context.WithCancel(ctx)
@@ -179,9 +182,11 @@ func run() error {
 
 	fmt.Printf("load: %d Blade status writes in %.0f s (%.0f/s, target %.0f/s), %d failed\n", n, elapsed.Seconds(),
 		float64(n)/elapsed.Seconds(), float64(*blades)/period.Seconds(), failures.Load())
-	fmt.Printf("dashboard server (bladectl) CPU %.1f %% of one core, RSS %.0f MiB\n", pct(srvAfter-srvBefore, elapsed), rssMiB([]int{srv.Process.Pid}))
-	fmt.Printf("browser CPU %.1f %% of one core (all its processes), JS heap %.1f MiB, %d DOM nodes, Chromium RSS %.0f MiB\n",
-		pct(brAfter-brBefore, elapsed), heap2, nodes2, rssMiB(browserPIDs(b.Profile)))
+	sticks := srvAfter - srvBefore
+	fmt.Printf("dashboard server (bladectl) CPU %.1f %% of one core (%.2f ms per Blade write), PSS %.0f MiB\n", pct(sticks, elapsed),
+		float64(sticks)*10/float64(max(n, 1)), pssMiB([]int{srv.Process.Pid}))
+	fmt.Printf("browser CPU %.1f %% of one core (all its processes), JS heap %.1f MiB, %d DOM nodes, Chromium PSS %.0f MiB\n",
+		pct(brAfter-brBefore, elapsed), heap2, nodes2, pssMiB(browserPIDs(b.Profile)))
 	slices.Sort(lat)
 	fmt.Printf("LED change shown on the page under load: p50 %d ms, max %d ms (%d probes)\n",
 		lat[len(lat)/2].Milliseconds(), lat[len(lat)-1].Milliseconds(), len(lat))
@@ -379,15 +384,18 @@ func cpuTicks(pids []int) (int64, error) {
 // pct is CPU ticks (USER_HZ = 100 on Linux) over a wall time, in percent of one core.
 func pct(ticks int64, d time.Duration) float64 { return float64(ticks) / 100 / d.Seconds() * 100 }
 
-func rssMiB(pids []int) float64 {
+// pssMiB is the proportional set size of the processes: shared pages
+// (Chromium's processes share many) are divided among their users, so the
+// sum is what they take together.
+func pssMiB(pids []int) float64 {
 	var kb int64
 	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
 		if err != nil {
 			continue
 		}
 		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			if v, ok := strings.CutPrefix(l, "Pss:"); ok {
 				n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 				kb += n
 			}
