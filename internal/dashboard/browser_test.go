@@ -65,6 +65,11 @@ var suite struct {
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	// envtest gives kube-apiserver 20 s to start, also when a test restarts
+	// it; on a machine shared with other builds that is not always enough.
+	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+		_ = os.Setenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT", "2m")
+	}
 	code := m.Run()
 	if suite.browser != nil {
 		suite.browser.Stop()
