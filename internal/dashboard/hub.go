@@ -207,18 +207,6 @@ func (h *Hub) Events(node string) []Event {
 	return out
 }
 
-// View returns one blade's view as the page has it.
-func (h *Hub) View(name string) (Blade, bool) {
-	h.mu.Lock()
-	raw, ok := h.views[name]
-	h.mu.Unlock()
-	var v Blade
-	if ok {
-		_ = json.Unmarshal(raw, &v)
-	}
-	return v, ok
-}
-
 // SetServer names the API server and context the page shows.
 func (h *Hub) SetServer(server, context string) {
 	h.mu.Lock()
