@@ -485,7 +485,8 @@ func TestNonBlade(t *testing.T) {
 
 func TestSmartFanUnit(t *testing.T) {
 	master, tty := smartfantest.OpenPTY(t)
-	unit := smartfantest.NewUnit(t, master)
+	unit := smartfantest.NewUnit(t, smartfantest.Options{})
+	unit.Attach(smartfantest.Left, master)
 	// Masked devicetree: the CM5 is recognised by its RP1 GPIO chip, and
 	// the unit is looked for on ttyAMA4 (here: the pty).
 	root := machine(t, "masked", map[string]string{"dev/ttyAMA4": ""})
@@ -497,7 +498,7 @@ func TestSmartFanUnit(t *testing.T) {
 		return uart.Serial(tty)
 	}
 	// The unit reports before the agent listens; the tty queues it.
-	unit.Report(smartfan.ReportAirflowTemperature, 281)
+	unit.Report(smartfantest.Left, smartfan.ReportAirflowTemperature, 281)
 	b := open(t, linux.Options{Config: config(root), GPIO: drv, Serial: serialDial, SmartFanDetect: smartfantest.Timeout})
 
 	if dialled != filepath.Join(root, "dev", "ttyAMA4") {
@@ -518,18 +519,19 @@ func TestSmartFanUnit(t *testing.T) {
 	if err := b.SetFanPercent(45); err != nil {
 		t.Fatal(err)
 	}
-	unit.Expect(smartfan.SetFanPercent(45))
+	unit.Expect(smartfantest.Left, smartfan.SetFanPercent(45))
 	if err := b.SetLED(hardware.LEDTop, hardware.Color{R: 9}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.SetLED(hardware.LEDEdge, hardware.Color{R: 0x10, G: 0x20, B: 0x30}); err != nil {
 		t.Fatal(err)
 	}
-	unit.Expect(smartfan.SetLED(0x10, 0x20, 0x30))
+	unit.Expect(smartfantest.Left, smartfan.SetLED(0x10, 0x20, 0x30))
+	unit.Expect(smartfantest.Left, smartfan.SetFanPercent(45))
 
 	// Reports come back: RPM, then the unit's button, in order.
-	unit.Report(smartfan.ReportFanRPM, 45000)
-	unit.Report(smartfan.ReportButton, 0)
+	unit.Report(smartfantest.Left, smartfan.ReportFanRPM, 45000)
+	unit.Report(smartfantest.Left, smartfan.ReportButton, 0)
 	select {
 	case <-b.ButtonEvents():
 	case <-time.After(smartfantest.Timeout):
