@@ -85,6 +85,9 @@ type Options struct {
 	Init string
 	// Args are init's arguments (after the kernel's "--").
 	Args []string
+	// Cmdline are extra kernel parameters, e.g. a built-in driver's
+	// gpio_mockup.gpio_mockup_ranges=-1,32.
+	Cmdline []string
 	// Env is passed to init through the kernel command line (names
 	// without dots; the kernel keeps at most 32).
 	Env map[string]string
@@ -174,8 +177,8 @@ func parents(d string) []string {
 // quiet enough that kernel messages rarely split init's lines, an
 // immediate reboot (which -no-reboot turns into qemu's exit) on panic, the
 // environment, then init's arguments.
-func CommandLine(env map[string]string, args []string) string {
-	parts := []string{"console=ttyS0", "loglevel=4", "panic=-1", "reboot=acpi"}
+func CommandLine(extra []string, env map[string]string, args []string) string {
+	parts := append([]string{"console=ttyS0", "loglevel=4", "panic=-1", "reboot=acpi"}, extra...)
 	keys := make([]string, 0, len(env))
 	for k := range env {
 		keys = append(keys, k)
@@ -219,7 +222,7 @@ func QEMUArgs(o Options, initramfs string) []string {
 		"-no-reboot",
 		"-kernel", o.Kernel.Image,
 		"-initrd", initramfs,
-		"-append", CommandLine(o.Env, o.Args),
+		"-append", CommandLine(o.Cmdline, o.Env, o.Args),
 	)
 	return args
 }

@@ -55,8 +55,8 @@ file /bin/helper /b/h 0755 0 0
 }
 
 func TestCommandLine(t *testing.T) {
-	got := guest.CommandLine(map[string]string{"B": "2", "A": "1"}, []string{"-test.v", "-test.run=^TestKernel"})
-	want := "console=ttyS0 loglevel=4 panic=-1 reboot=acpi A=1 B=2 -- -test.v -test.run=^TestKernel"
+	got := guest.CommandLine([]string{"x.y=1"}, map[string]string{"B": "2", "A": "1"}, []string{"-test.v", "-test.run=^TestKernel"})
+	want := "console=ttyS0 loglevel=4 panic=-1 reboot=acpi x.y=1 A=1 B=2 -- -test.v -test.run=^TestKernel"
 	if got != want {
 		t.Fatalf("got  %q\nwant %q", got, want)
 	}

@@ -25,6 +25,8 @@ type Package struct {
 	Run string
 	// Files are extra files for the initramfs.
 	Files []File
+	// Cmdline are extra kernel parameters.
+	Cmdline []string
 	// Timeout bounds the boot (default 4 minutes).
 	Timeout time.Duration
 }
@@ -90,6 +92,7 @@ func RunPackage(t *testing.T, p Package) Result {
 		Kernel:  k,
 		Init:    bin,
 		Args:    args,
+		Cmdline: p.Cmdline,
 		Env:     env,
 		Files:   p.Files,
 		Timeout: p.Timeout,
