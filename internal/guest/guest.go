@@ -41,6 +41,10 @@ const (
 	EnvLogDir = "KUBEBLADE_GUEST_LOGDIR"
 	// EnvWatchdog carries the in-guest watchdog to guestinit.
 	EnvWatchdog = "KUBEBLADE_GUEST_WATCHDOG"
+	// EnvSuite, set to 1 by make hwtest, marks the suite in-guest tests
+	// belong to: elsewhere under make test they skip, as that step runs
+	// them.
+	EnvSuite = "KUBEBLADE_HWTEST"
 )
 
 // Kernel is a built guest kernel.
