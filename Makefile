@@ -53,9 +53,10 @@ envtest-assets: ## Build kube-apiserver and etcd from source (cached in ~/.cache
 	@hack/k8s-tools.sh kube-apiserver etcd >/dev/null
 
 .PHONY: vet
-vet: ## go vet (also of the -tags nokube build) and gofmt.
+vet: ## go vet (also of the -tags nokube build and the in-guest tests) and gofmt.
 	$(GO) vet ./...
 	$(GO) vet -tags nokube ./cmd/kubeblade-agent ./internal/agentd
+	$(GO) vet -tags guest $(HWTEST_PKGS)
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
