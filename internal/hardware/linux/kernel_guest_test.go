@@ -220,9 +220,11 @@ func TestKernelCM4Blade(t *testing.T) {
 			// 2 pulses per revolution, falling edges counted. The
 			// generator records when it made each falling edge; under
 			// emulation on a busy host it falls behind the nominal rate
-			// (seen: 961 of 1200, 1961 of 3000 RPM), so the meter is
-			// held to the rate actually generated (within 5 %), and
-			// that to the nominal one only loosely.
+			// (seen: 961 of 1200, 1961 of 3000, 1096 of 2400 RPM), so
+			// the meter is held to the rate actually generated (within
+			// 5 %), and that to the nominal one only loosely. Each rate
+			// starts from a stopped fan, so the meter's 2 s window holds
+			// only its edges.
 			period := time.Duration(float64(time.Minute) / (rpm * 2))
 			var mu sync.Mutex
 			var falls []time.Time
@@ -271,7 +273,7 @@ func TestKernelCM4Blade(t *testing.T) {
 			testwait.Eventually(t, 20*time.Second, fmt.Sprintf("the meter to read the generated ~%.0f RPM", rpm), func(context.Context) (bool, string) {
 				got, _ := b.FanRPM()
 				want, n := generated()
-				ok := n >= 20 && math.Abs(got-want) < want*0.05 && want > rpm*0.4 && want < rpm*1.1
+				ok := n >= 30 && math.Abs(got-want) < want*0.05 && want > rpm*0.25 && want < rpm*1.1
 				seen = fmt.Sprintf("meter %.0f RPM, generated %.0f RPM from %d edges (nominal %.0f)", got, want, n, rpm)
 				return ok, seen
 			})
