@@ -78,8 +78,10 @@ func lineInfo(t *testing.T, sim *gpiosim.Chip, offset int) gpio.LineInfo {
 // that masks /sys/firmware), the SoC comes from the GPIO chip's label.
 func TestKernelDetection(t *testing.T) {
 	needSim(t)
-	if _, err := os.Stat("/sys/firmware/devicetree"); err == nil {
-		t.Fatal("this guest has a devicetree; the test assumes none")
+	// A kernel with CONFIG_OF on x86 may show an empty devicetree root;
+	// what matters is that it names no machine.
+	if _, err := os.Stat("/sys/firmware/devicetree/base/compatible"); err == nil {
+		t.Fatal("this guest's devicetree names a machine; the test assumes none")
 	}
 	for _, tc := range []struct{ label, soc string }{
 		{linux.LabelBCM2711, linux.SoCBCM2711},
