@@ -1,16 +1,20 @@
 package operator_test
 
 import (
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/operator/daemonset"
 	"github.com/kubeblade/kubeblade/internal/operator/status"
 )
 
@@ -192,5 +196,59 @@ func TestUninstall(t *testing.T) {
 	if got.Labels["keep"] != "me" || taints[kbv1.TaintThermalCritical] || !taints["other"] ||
 		len(got.Status.Conditions) != 1 || got.Status.Conditions[0].Type != corev1.NodeReady {
 		t.Errorf("uninstall touched what is not kubeblade's or left kubeblade's: %v %v %v", got.Labels, got.Spec.Taints, got.Status.Conditions)
+	}
+}
+
+// TestStatusApplyFailureIsDegraded: a BladeConfig the CRD accepts but whose
+// DaemonSet the API server refuses (requests above limits) is Degraded with
+// the API server's words at the current generation, with a Warning Event,
+// and recovers when fixed.
+func TestStatusApplyFailureIsDegraded(t *testing.T) {
+	bc := config("st-refused", 0, map[string]string{"kbtest": "st-refused"})
+	bc.Spec.DaemonSet.Resources = &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+	}
+	createAll(t, bc)
+	bc = waitStatus(t, "st-refused", func(bc *kbv1.BladeConfig) bool {
+		return reason(bc, kbv1.BladeConfigDegraded) == "True/"+status.ReasonApplyFailed
+	})
+	c := meta.FindStatusCondition(bc.Status.Conditions, kbv1.BladeConfigDegraded)
+	if !strings.Contains(c.Message, "must be less than or equal to cpu limit") || !strings.Contains(c.Message, daemonset.ControllerName) {
+		t.Errorf("Degraded message %q, want the controller and the API server's reason", c.Message)
+	}
+	if c.ObservedGeneration != bc.Generation {
+		t.Errorf("Degraded at generation %d, the config is at %d", c.ObservedGeneration, bc.Generation)
+	}
+	for _, typ := range []string{kbv1.BladeConfigReady, kbv1.BladeConfigProgressing} {
+		if got := reason(bc, typ); got != "False/"+status.ReasonApplyFailed {
+			t.Errorf("%s = %s, want False/%s: nothing progresses while the DaemonSet is refused", typ, got, status.ReasonApplyFailed)
+		}
+	}
+	eventually(t, "a Warning Event on the BladeConfig", func() (bool, error) {
+		var evs eventsv1.EventList
+		if err := k8s.List(ctx(t), &evs); err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Kind == "BladeConfig" && e.Regarding.Name == "st-refused" && e.Type == corev1.EventTypeWarning &&
+				e.Reason == status.ReasonApplyFailed && strings.Contains(e.Note, "must be less than or equal to cpu limit") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+
+	// The fix: Degraded clears at the new generation and the DaemonSet exists.
+	orig := bc.DeepCopy()
+	bc.Spec.DaemonSet.Resources = nil
+	if err := k8s.Patch(ctx(t), bc, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, "st-refused", func(bc *kbv1.BladeConfig) bool {
+		return reason(bc, kbv1.BladeConfigDegraded) == "False/"+status.ReasonNotDegraded
+	})
+	if _, err := getDS(t, "st-refused"); err != nil {
+		t.Errorf("DaemonSet after the fix: %v", err)
 	}
 }

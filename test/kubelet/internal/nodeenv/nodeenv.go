@@ -128,9 +128,9 @@ type Node struct {
 	// KubeletRoot is the kubelet's root directory (pod volumes).
 	KubeletRoot string
 
-	ledger *ledger
-	procs  []*process
-	logf   func(string, ...any)
+	ledger  *ledger
+	procs   []*process
+	logf    func(string, ...any)
 	ctrSock string
 }
 
