@@ -147,7 +147,10 @@ func helmUpgrade(t *testing.T, set ...string) {
 func helmUninstall(t *testing.T) {
 	t.Helper()
 	un := action.NewUninstall(helmConfig(t))
-	un.WaitStrategy, un.Timeout = kube.StatusWatcherStrategy, podWait
+	// As `helm uninstall` does by default: wait for the hooks (the
+	// post-delete cleanup Job), not for every object to be gone — the
+	// BladeConfig's finalizer is released by that very Job.
+	un.WaitStrategy, un.Timeout = kube.HookOnlyStrategy, podWait
 	if _, err := un.Run(release); err != nil {
 		t.Fatalf("helm uninstall: %v", err)
 	}
