@@ -37,7 +37,7 @@ build() {
   exec 9>"$dir.lock"
   flock 9
   if [ ! -d "$dir" ]; then
-    log "building $name; the first build takes several minutes"
+    log "building $name"
     local start; start=$(date +%s)
     tmp=$(mktemp -d "$dir.tmp.XXXXXX")
     if ! "$@"; then rm -rf "$tmp"; log "building $name failed"; exit 1; fi

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -175,15 +176,22 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx 
 	}
 }
 
+var (
+	kclientOnce sync.Once
+	kclientC    client.Client
+	kclientErr  error
+)
+
 // kclient is a controller-runtime client with kubeblade's types.
 func kclient(t *testing.T) client.Client {
 	t.Helper()
-	s := clientScheme()
-	c, err := client.New(node.Config, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
+	kclientOnce.Do(func() {
+		kclientC, kclientErr = client.New(node.Config, client.Options{Scheme: clientScheme()})
+	})
+	if kclientErr != nil {
+		t.Fatal(kclientErr)
 	}
-	return c
+	return kclientC
 }
 
 func podReady(p *corev1.Pod) bool {

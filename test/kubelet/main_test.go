@@ -23,6 +23,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/kubeblade/kubeblade/internal/testreq"
 	"github.com/kubeblade/kubeblade/test/kubelet/internal/nodeenv"
 )
@@ -59,6 +62,8 @@ var (
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	// controller-runtime's client logs through this; the suite has its own output.
+	ctrllog.SetLogger(logr.Discard())
 	os.Exit(run(m))
 }
 

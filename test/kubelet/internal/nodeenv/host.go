@@ -359,14 +359,26 @@ func killProcesses(binaries []string) error {
 			kubelet = append(kubelet, b)
 		}
 	}
+	killed := map[int]bool{}
 	for _, set := range [][]string{kubelet, binaries} {
 		for _, p := range processesOf(set) {
 			_ = syscall.Kill(p.pid, syscall.SIGKILL)
+			killed[p.pid] = true
 		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
+		// Done when nothing of the run is found any more and every process
+		// killed has exited (a dying process can hide its exe link before
+		// it is gone).
 		left := processesOf(binaries)
+		for pid := range killed {
+			if alive(pid) {
+				left = append(left, proc{pid: pid})
+			} else {
+				delete(killed, pid)
+			}
+		}
 		if len(left) == 0 {
 			return nil
 		}
@@ -375,10 +387,24 @@ func killProcesses(binaries []string) error {
 		}
 		for _, p := range left {
 			_ = syscall.Kill(p.pid, syscall.SIGKILL)
+			killed[p.pid] = true
 		}
 		// Waiting for the kernel to reap them: nothing to poll but /proc.
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// alive reports whether pid exists and is not a zombie (a zombie is dead;
+// its parent reaps it).
+func alive(pid int) bool {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ...: the state follows the last ')'.
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
 // splitRule splits an iptables-save line into words, keeping quoted
