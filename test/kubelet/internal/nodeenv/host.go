@@ -74,11 +74,61 @@ var sysctls = []string{
 // run killed at any point leaves enough behind for the next run (or
 // hack/node-cleanup) to undo it.
 type ledger struct {
-	Started  time.Time         `json:"started"`
-	Sysctls  map[string]string `json:"sysctls"`
-	Absent   []string          `json:"absent"`  // watchedPaths absent before the run
-	Cgroups  []string          `json:"cgroups"` // kubepods cgroup directories absent before the run
-	Binaries []string          `json:"binaries"`
+	Begun   time.Time         `json:"begun"`
+	Sysctls map[string]string `json:"sysctls"`
+	Absent  []string          `json:"absent"`  // watchedPaths absent before the run
+	Cgroups []string          `json:"cgroups"` // kubepods cgroup directories absent before the run
+	// NodeBinaries are executables only the node runs (kubelet,
+	// containerd, its runc shim): every process of theirs is the run's.
+	NodeBinaries []string `json:"nodeBinaries"`
+	// Started are the processes the run started itself. The control-plane
+	// binaries are shared with every envtest on the machine, so those
+	// processes are told apart by PID and start time, never by executable.
+	Started []started `json:"started"`
+}
+
+// started identifies one process across PID reuse.
+type started struct {
+	PID       int    `json:"pid"`
+	StartTime string `json:"startTime"` // /proc/<pid>/stat field 22
+	Name      string `json:"name"`
+}
+
+// procStartTime reads a process's start time in clock ticks since boot.
+func procStartTime(pid int) string {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return ""
+	}
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return ""
+	}
+	return f[19] // field 22 overall: fields after ")" start at field 3
+}
+
+// addStarted records a started process in the ledger before anything
+// else happens, so a killed run's next start can stop it.
+func (l *ledger) addStarted(pid int, name string) error {
+	l.Started = append(l.Started, started{PID: pid, StartTime: procStartTime(pid), Name: name})
+	return l.write()
+}
+
+func (l *ledger) write() error {
+	raw, err := json.MarshalIndent(l, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := ledgerPath() + ".tmp"
+	if err := os.WriteFile(tmp, raw, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, ledgerPath())
 }
 
 func ledgerPath() string { return filepath.Join(StateDir, "host-ledger.json") }
@@ -126,10 +176,10 @@ func exists(p string) bool {
 	return err == nil
 }
 
-// recordHost writes the ledger; binaries are the executables whose
-// processes belong to the run.
-func recordHost(binaries []string) (*ledger, error) {
-	l := &ledger{Started: time.Now(), Sysctls: map[string]string{}}
+// recordHost writes the ledger; nodeBinaries are the executables whose
+// processes all belong to the run.
+func recordHost(nodeBinaries []string) (*ledger, error) {
+	l := &ledger{Begun: time.Now(), Sysctls: map[string]string{}}
 	for _, s := range sysctls {
 		if v, ok := readSysctl(s); ok {
 			l.Sysctls[s] = v
@@ -145,19 +195,15 @@ func recordHost(binaries []string) (*ledger, error) {
 			l.Cgroups = append(l.Cgroups, c)
 		}
 	}
-	for _, b := range binaries {
+	for _, b := range nodeBinaries {
 		if r, err := filepath.EvalSymlinks(b); err == nil {
-			l.Binaries = append(l.Binaries, r)
+			l.NodeBinaries = append(l.NodeBinaries, r)
 		}
 	}
 	if err := os.MkdirAll(StateDir, 0o700); err != nil {
 		return nil, err
 	}
-	raw, err := json.MarshalIndent(l, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return l, os.WriteFile(ledgerPath(), raw, 0o600)
+	return l, l.write()
 }
 
 // HostConflicts reports what on this host would be changed by or would
@@ -241,7 +287,7 @@ func Cleanup() error {
 			errs = append(errs, err)
 		}
 	}
-	add(killProcesses(l.Binaries))
+	add(killProcesses(&l))
 	add(unmountUnder(StateDir, RunDir))
 	add(removeChains())
 	if exists("/sys/class/net/" + Bridge) {
@@ -302,7 +348,7 @@ func hostDiff(l *ledger) []string {
 			}
 		}
 	}
-	for _, p := range processesOf(l.Binaries) {
+	for _, p := range processesOf(l) {
 		out = append(out, fmt.Sprintf("process %d (%s) still runs", p.pid, p.exe))
 	}
 	return out
@@ -320,24 +366,31 @@ type proc struct {
 	exe string
 }
 
-// processesOf lists processes running one of binaries, or living in a
-// kubepods cgroup (the pods' containers and their pause processes).
-func processesOf(binaries []string) []proc {
+// processesOf lists the run's processes: those it started (by PID and
+// start time), those running a node-only binary, and those in a kubepods
+// cgroup (the pods' containers and their pause processes).
+func processesOf(l *ledger) []proc {
 	want := map[string]bool{}
-	for _, b := range binaries {
+	for _, b := range l.NodeBinaries {
 		want[b] = true
+	}
+	mine := map[int]bool{}
+	for _, s := range l.Started {
+		if st := procStartTime(s.PID); st != "" && st == s.StartTime && alive(s.PID) {
+			mine[s.PID] = true
+		}
 	}
 	var out []proc
 	entries, _ := os.ReadDir("/proc")
 	self := os.Getpid()
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
+		if err != nil || pid == self || !alive(pid) {
 			continue
 		}
 		exe, _ := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
 		exe = strings.TrimSuffix(exe, " (deleted)")
-		if want[exe] {
+		if mine[pid] || want[exe] {
 			out = append(out, proc{pid, exe})
 			continue
 		}
@@ -352,33 +405,15 @@ func processesOf(binaries []string) []proc {
 // killProcesses stops the kubelet first (so it restarts nothing), then
 // everything else of the run, with SIGKILL: a node torn down in a test
 // needs no graceful exit.
-func killProcesses(binaries []string) error {
-	var kubelet []string
-	for _, b := range binaries {
-		if filepath.Base(b) == "kubelet" {
-			kubelet = append(kubelet, b)
-		}
-	}
-	killed := map[int]bool{}
-	for _, set := range [][]string{kubelet, binaries} {
-		for _, p := range processesOf(set) {
+func killProcesses(l *ledger) error {
+	for _, p := range processesOf(l) {
+		if filepath.Base(p.exe) == "kubelet" {
 			_ = syscall.Kill(p.pid, syscall.SIGKILL)
-			killed[p.pid] = true
 		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		// Done when nothing of the run is found any more and every process
-		// killed has exited (a dying process can hide its exe link before
-		// it is gone).
-		left := processesOf(binaries)
-		for pid := range killed {
-			if alive(pid) {
-				left = append(left, proc{pid: pid})
-			} else {
-				delete(killed, pid)
-			}
-		}
+		left := processesOf(l)
 		if len(left) == 0 {
 			return nil
 		}
@@ -387,7 +422,6 @@ func killProcesses(binaries []string) error {
 		}
 		for _, p := range left {
 			_ = syscall.Kill(p.pid, syscall.SIGKILL)
-			killed[p.pid] = true
 		}
 		// Waiting for the kernel to reap them: nothing to poll but /proc.
 		time.Sleep(100 * time.Millisecond)

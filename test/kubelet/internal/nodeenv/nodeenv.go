@@ -47,12 +47,19 @@ type Assets struct {
 func (a Assets) k8s(name string) string  { return filepath.Join(a.K8sDir, name) }
 func (a Assets) node(name string) string { return filepath.Join(a.NodeDir, name) }
 
-// binaries are the executables whose processes belong to a run.
-func (a Assets) binaries() []string {
+// controlPlane are the control-plane binaries; envtest runs the same
+// cached files elsewhere on the machine.
+func (a Assets) controlPlane() []string {
 	var out []string
 	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 		out = append(out, a.k8s(b))
 	}
+	return out
+}
+
+// nodeBinaries are the binaries only the node runs.
+func (a Assets) nodeBinaries() []string {
+	var out []string
 	for _, b := range []string{"kubelet", "containerd", "containerd-shim-runc-v2", "ctr"} {
 		out = append(out, a.node(b))
 	}
@@ -67,7 +74,7 @@ func Preflight(a Assets) []string {
 	if os.Geteuid() != 0 {
 		out = append(out, "not root: the kubelet, containerd and runc need it")
 	}
-	for _, b := range append(a.binaries(), a.k8s("kubectl"), a.node("pause.tar")) {
+	for _, b := range append(append(a.controlPlane(), a.nodeBinaries()...), a.k8s("kubectl"), a.node("pause.tar")) {
 		if _, err := os.Stat(b); err != nil {
 			out = append(out, fmt.Sprintf("%s missing (hack/k8s-tools.sh and hack/node-tools.sh build it)", b))
 		}
@@ -161,7 +168,7 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 			return nil, fmt.Errorf("cleaning up an earlier run: %w", err)
 		}
 	}
-	l, err := recordHost(o.Assets.binaries())
+	l, err := recordHost(o.Assets.nodeBinaries())
 	if err != nil {
 		return nil, err
 	}
@@ -282,11 +289,18 @@ func (n *Node) writePKI() error {
 func pkiPath(name string) string { return filepath.Join(pkiDir, name) }
 
 func (n *Node) start(name, bin string, args ...string) (*process, error) {
-	p, err := startProcess(logDir, name, bin, args, nil)
+	return n.startEnv(name, bin, args, nil)
+}
+
+func (n *Node) startEnv(name, bin string, args, env []string) (*process, error) {
+	p, err := startProcess(logDir, name, bin, args, env)
 	if err != nil {
 		return nil, err
 	}
 	n.procs = append(n.procs, p)
+	if err := n.ledger.addStarted(p.cmd.Process.Pid, name); err != nil {
+		return p, err
+	}
 	return p, nil
 }
 
@@ -401,13 +415,12 @@ func (n *Node) startContainerd(ctx context.Context) error {
 	if err := os.WriteFile(filepath.Join(cniConfDir, "10-kubeblade-e2e.conflist"), []byte(cni), 0o644); err != nil {
 		return err
 	}
-	p, err := startProcess(logDir, "containerd", n.Assets.node("containerd"), []string{"--config", cfgPath},
+	p, err := n.startEnv("containerd", n.Assets.node("containerd"), []string{"--config", cfgPath},
 		// The runc shim and runc are found on PATH.
 		[]string{"PATH=" + n.Assets.NodeDir + ":" + os.Getenv("PATH")})
 	if err != nil {
 		return err
 	}
-	n.procs = append(n.procs, p)
 	return waitFor(ctx, p, time.Minute, "containerd", func(ctx context.Context) (bool, string) {
 		out, err := n.Ctr(ctx, "version")
 		if err != nil {
