@@ -154,6 +154,20 @@ e2e: build ## End-to-end tests: the built operator, agents and bladectl as proce
 	KUBEBUILDER_ASSETS=$$(hack/k8s-tools.sh $(E2E_K8S_BINS)) KUBEBLADE_E2E=1 \
 	  $(GOTEST) -race -count=1 -v -timeout 15m ./test/e2e/
 
+# The real-kubelet suite (test/kubelet, its own module): kubeblade's image on
+# a real kubelet, containerd and runc on this machine, installed with the
+# Helm chart through the Helm SDK. Needs root; see docs/testing.md.
+E2E_KUBELET_K8S_BINS := etcd kube-apiserver kube-controller-manager kube-scheduler kubectl
+
+.PHONY: e2e-kubelet
+e2e-kubelet: image ## Real-kubelet end-to-end suite (root): the image as pods on a kubelet, containerd and runc, installed with the Helm chart.
+	@hack/k8s-tools.sh $(E2E_KUBELET_K8S_BINS) >/dev/null
+	@hack/node-tools.sh >/dev/null
+	cd test/kubelet && $(GO) vet ./... && $(GO) build -o $(BIN)/e2e/helm helm.sh/helm/v4/cmd/helm
+	cd test/kubelet && KUBEBLADE_TEST_REQUIRED=1 KUBEBUILDER_ASSETS=$$($(CURDIR)/hack/k8s-tools.sh $(E2E_KUBELET_K8S_BINS)) \
+	  KUBEBLADE_NODE_ASSETS=$$($(CURDIR)/hack/node-tools.sh) KUBEBLADE_IMAGE=$(CURDIR)/dist/image KUBEBLADE_HELM=$(BIN)/e2e/helm \
+	  $(GOTEST) -count=1 -v -timeout 30m .
+
 .PHONY: bench-footprint
 bench-footprint: build build-standalone envtest-assets ## Agent memory and CPU over 60 s: lean standalone, full standalone, full in Kubernetes mode.
 	$(GO) build -o $(BIN)/kubeenv ./hack/kubeenv
