@@ -304,8 +304,8 @@ func Validate(cfg agentconfigv1.AgentConfig) error {
 	if cfg.CriticalCelsius < 30 || cfg.CriticalCelsius > 110 {
 		add("criticalCelsius: %d is outside 30–110", cfg.CriticalCelsius)
 	}
-	if cfg.HysteresisCelsius < 0 || cfg.HysteresisCelsius > 50 {
-		add("hysteresisCelsius: %d is outside 0–50", cfg.HysteresisCelsius)
+	if cfg.HysteresisCelsius < 1 || cfg.HysteresisCelsius > 50 {
+		add("hysteresisCelsius: %d is outside 1–50 (below 1 critical mode could flap)", cfg.HysteresisCelsius)
 	}
 	if cfg.HysteresisCelsius >= cfg.CriticalCelsius {
 		add("hysteresisCelsius: %d must be below criticalCelsius %d", cfg.HysteresisCelsius, cfg.CriticalCelsius)

@@ -34,6 +34,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/operator/controller/finalizer"
 	"github.com/kubeblade/kubeblade/internal/operator/controller/status"
 	"github.com/kubeblade/kubeblade/internal/operator/imagepolicy"
+	"github.com/kubeblade/kubeblade/internal/operator/outcome"
 )
 
 // Name is the operator's name: its event reporter and leader-election ID.
@@ -138,6 +139,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	rec := mgr.GetEventRecorder(Name)
 	c := mgr.GetClient()
+	// What the controllers met applying each BladeConfig, for its status.
+	applied := outcome.New()
 	caKey := types.NamespacedName{Namespace: o.Namespace, Name: o.CASecretName}
 	wrap := func(name string, err error) error {
 		if err != nil {
@@ -151,12 +154,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	if err := wrap(daemonset.ControllerName, (&daemonset.Reconciler{
-		Client: c, Recorder: rec, Defaults: o.DaemonSet, Images: o.AgentImages,
+		Client: c, Recorder: rec, Defaults: o.DaemonSet, Images: o.AgentImages, Outcome: applied,
 	}).SetupWithManager(mgr)); err != nil {
 		return err
 	}
 	if err := wrap(status.ControllerName, (&status.Reconciler{
-		Client: c, Recorder: rec, Clock: o.Clock, Namespace: o.Namespace, Images: o.AgentImages,
+		Client: c, Recorder: rec, Clock: o.Clock, Namespace: o.Namespace, Images: o.AgentImages, Outcome: applied,
 	}).SetupWithManager(ctx, mgr)); err != nil {
 		return err
 	}

@@ -23,8 +23,10 @@ type AgentConfig struct {
 	CriticalCelsius int32 `json:"criticalCelsius,omitempty"`
 
 	// HysteresisCelsius is how far below CriticalCelsius the temperature
-	// must fall before critical mode ends.
-	// +kubebuilder:validation:Minimum=0
+	// must fall before critical mode ends: at least 1 °C, so that a
+	// temperature hovering at the threshold cannot flap critical mode (and
+	// the fan, the LEDs and the taint) on and off every sample.
+	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=50
 	// +kubebuilder:default=5
 	// +optional

@@ -24,6 +24,7 @@ import (
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/operator/agentdaemonset"
 	"github.com/kubeblade/kubeblade/internal/operator/imagepolicy"
+	"github.com/kubeblade/kubeblade/internal/operator/outcome"
 )
 
 const (
@@ -63,6 +64,9 @@ type Reconciler struct {
 	// keep fan control; the status controller marks it Degraded. Nil
 	// allows nothing but Defaults.Image.
 	Images imagepolicy.AllowList
+	// Outcome, when set, learns every apply's result, so the BladeConfig's
+	// status shows a DaemonSet the API server refused.
+	Outcome *outcome.Store
 }
 
 // SetupWithManager registers the controller. It reacts to spec changes of
@@ -91,7 +95,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if len(validation.IsValidLabelValue(bc.Name)) > 0 {
 		return ctrl.Result{}, nil
 	}
-	return ctrl.Result{}, r.reconcile(ctx, bc)
+	err := r.reconcile(ctx, bc)
+	if r.Outcome != nil {
+		r.Outcome.Record(ControllerName, bc, err)
+	}
+	return ctrl.Result{}, err
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, bc *kbv1.BladeConfig) error {
