@@ -445,10 +445,15 @@ func TestAdmissionPoliciesTypeCheck(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
+		want := map[string]bool{"kubeblade-agent-own-node": true, "kubeblade-agent-own-blade": true, "kubeblade-agent-events": true, "kubeblade-agent-images": true}
 		for _, p := range l.Items {
 			if p.Status.TypeChecking == nil || p.Status.ObservedGeneration != p.Generation {
 				return false, p.Name + " is not type-checked yet"
 			}
+			delete(want, p.Name)
+		}
+		if len(want) > 0 {
+			return false, fmt.Sprintf("policies %v are not installed", want)
 		}
 		for _, p := range l.Items {
 			for _, w := range p.Status.TypeChecking.ExpressionWarnings {
