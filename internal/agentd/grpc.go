@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/kubeblade/kubeblade/internal/clientconfig"
 	"github.com/kubeblade/kubeblade/internal/grpcapi"
 	"github.com/kubeblade/kubeblade/internal/pki"
 	"github.com/kubeblade/kubeblade/internal/pki/standalone"
@@ -39,8 +40,12 @@ func startGRPC(o Options, d *Daemon, goServe func(string, func(context.Context) 
 		ExtraSANs:  g.Remote.ExtraSANs,
 		Port:       int(g.Remote.Port),
 		SocketPath: g.SocketPath,
-		Clock:      o.Clock,
-		Logger:     o.Logger,
+		// A ready bladectl config for the local admin.
+		ClientConfig: func(a standalone.Admin) ([]byte, error) {
+			return clientconfig.ForAdmin(a.Host, a.Port, a.SocketPath, a.CAPEM, a.Client.CertPEM, a.Client.KeyPEM)
+		},
+		Clock:  o.Clock,
+		Logger: o.Logger,
 	})
 	if err != nil {
 		return fmt.Errorf("gRPC certificates: %w", err)

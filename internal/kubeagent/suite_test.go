@@ -79,7 +79,7 @@ func startBlade(t testing.TB, node string, opts ...option) *bladeUnderTest {
 	for _, o := range opts {
 		o(&so, &local, &ro)
 	}
-	settings, err := config.Settings(local)
+	checked, err := config.Check(local)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,11 +88,11 @@ func startBlade(t testing.TB, node string, opts ...option) *bladeUnderTest {
 	if so.FanUnit == "not-a-blade" {
 		backend = notABlade{b.blade}
 	}
-	b.agent, err = agent.New(agent.Options{Backend: backend, Settings: settings, SampleInterval: 50 * time.Millisecond, Version: "test"})
+	b.agent, err = agent.New(agent.Options{Backend: backend, Settings: checked.Settings, SampleInterval: 50 * time.Millisecond, Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ro.Agent, ro.Local = b.agent, local
+	ro.Agent, ro.Local = b.agent, checked
 	if b.rep, err = New(ro); err != nil {
 		t.Fatal(err)
 	}

@@ -186,9 +186,11 @@ func (s *Suite) Need(t testing.TB) *Env {
 	t.Helper()
 	s.once.Do(s.start)
 	if errors.Is(s.err, ErrNoAssets) {
-		s.mu.Lock()
-		s.skipped++
-		s.mu.Unlock()
+		if !testreq.Required() {
+			s.mu.Lock()
+			s.skipped++
+			s.mu.Unlock()
+		}
 		testreq.Unavailable(t, "envtest: %v", s.err)
 	}
 	if s.err != nil {

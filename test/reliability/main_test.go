@@ -272,15 +272,15 @@ func startBlade(t *testing.T, node string, labels map[string]string) *blade {
 	if err := k8s.Create(context.Background(), n); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	settings, err := config.Settings(config.Default())
+	local, err := config.Check(config.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := &blade{t: t, node: node, sim: simulated.New(simulated.Options{Load: 0.2})}
-	if b.agent, err = agent.New(agent.Options{Backend: b.sim, Settings: settings, Version: "reliability"}); err != nil {
+	if b.agent, err = agent.New(agent.Options{Backend: b.sim, Settings: local.Settings, Version: "reliability"}); err != nil {
 		t.Fatal(err)
 	}
-	if b.rep, err = kubeagent.New(kubeagent.Options{Config: cp.cfg, NodeName: node, Agent: b.agent, Local: config.Default()}); err != nil {
+	if b.rep, err = kubeagent.New(kubeagent.Options{Config: cp.cfg, NodeName: node, Agent: b.agent, Local: local}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -113,7 +113,7 @@ func run(n int, settle, quiet, window, timeout time.Duration) error {
 	// local read, not a list of 1 000 objects every poll.
 	blades := newBladeWatch(ctx, adminCfg)
 
-	settings, err := config.Settings(config.Default())
+	local, err := config.Check(config.Default())
 	if err != nil {
 		return err
 	}
@@ -127,11 +127,11 @@ func run(n int, settle, quiet, window, timeout time.Duration) error {
 		// A short thermal time constant lets the fleet reach equilibrium
 		// quickly, so "steady state" is reached in seconds, not minutes.
 		sim := simulated.New(simulated.Options{Load: 0.2, TimeConstant: 2 * time.Second})
-		a, err := agent.New(agent.Options{Backend: sim, Settings: settings, ConfigName: "fleet-local", Version: "bench"})
+		a, err := agent.New(agent.Options{Backend: sim, Settings: local.Settings, ConfigName: "fleet-local", Version: "bench"})
 		if err != nil {
 			return err
 		}
-		rep, err := kubeagent.New(kubeagent.Options{Config: agentCfg, NodeName: name, Agent: a, Local: config.Default()})
+		rep, err := kubeagent.New(kubeagent.Options{Config: agentCfg, NodeName: name, Agent: a, Local: local})
 		if err != nil {
 			return err
 		}
