@@ -40,6 +40,7 @@ func ctx(t *testing.T) context.Context {
 }
 
 func TestBladeConfigValidation(t *testing.T) {
+	testenv.Need(t)
 	cases := map[string]struct {
 		mutate func(s *v1alpha1.BladeConfigSpec)
 		want   string // empty: accepted
@@ -108,6 +109,7 @@ func TestBladeConfigValidation(t *testing.T) {
 }
 
 func TestCRDDefaultsMatchAgentDefaults(t *testing.T) {
+	testenv.Need(t)
 	bc := &v1alpha1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: "defaults-check"}}
 	if err := c.Create(ctx(t), bc); err != nil {
 		t.Fatal(err)
@@ -125,6 +127,7 @@ func TestCRDDefaultsMatchAgentDefaults(t *testing.T) {
 }
 
 func TestBladeStatusSubresourceAndColumns(t *testing.T) {
+	testenv.Need(t)
 	b := &v1alpha1.Blade{ObjectMeta: metav1.ObjectMeta{Name: "blade-columns"}}
 	if err := c.Create(ctx(t), b); err != nil {
 		t.Fatal(err)
