@@ -59,5 +59,7 @@ run unit continue
 run fuzz continue
 run deploy-test continue
 run e2e continue
+run hwtest continue
+run e2e-kubelet continue
 
 report

@@ -103,24 +103,33 @@ func Load(path string) (cfg *Config, exists bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
-	cfg = &Config{}
-	if err := yaml.UnmarshalStrict(b, cfg); err != nil {
+	cfg, err = Parse(b)
+	if err != nil {
 		return nil, true, fmt.Errorf("%s: %w", path, err)
 	}
+	return cfg, true, nil
+}
+
+// Parse decodes a config file's contents, refusing unknown keys.
+func Parse(b []byte) (*Config, error) {
+	cfg := &Config{}
+	if err := yaml.UnmarshalStrict(b, cfg); err != nil {
+		return nil, err
+	}
 	if cfg.Kind != "" && cfg.Kind != Kind {
-		return nil, true, fmt.Errorf("%s: kind is %q, want %q", path, cfg.Kind, Kind)
+		return nil, fmt.Errorf("kind is %q, want %q", cfg.Kind, Kind)
 	}
 	seen := map[string]bool{}
 	for _, b := range cfg.Blades {
 		if b.Name == "" {
-			return nil, true, fmt.Errorf("%s: a blade has no name", path)
+			return nil, errors.New("a blade has no name")
 		}
 		if seen[b.Name] {
-			return nil, true, fmt.Errorf("%s: blade %q is listed twice", path, b.Name)
+			return nil, fmt.Errorf("blade %q is listed twice", b.Name)
 		}
 		seen[b.Name] = true
 	}
-	return cfg, true, nil
+	return cfg, nil
 }
 
 // Save writes cfg to path atomically with mode 0600: it may hold a
@@ -149,15 +158,15 @@ func WriteFileAtomic(path string, data []byte, mode fs.FileMode) error {
 	return atomicfile.Write(path, data, mode)
 }
 
-// ForAdmin is the file an agent writes for its local admin: the blade by
-// its host name over mutual TLS with the credentials inline, so the admin
-// can copy the one file to a workstation, and, with a socket path,
-// "<host>-local" over the unix socket.
-func ForAdmin(host string, port int, socketPath string, caPEM, certPEM, keyPEM []byte) ([]byte, error) {
+// ForAdmin is the file an agent writes for its local admin: the blade,
+// named host, over mutual TLS at serverHost:port with the credentials
+// inline, so the admin can copy the one file to a workstation, and, with a
+// socket path, "<host>-local" over the unix socket.
+func ForAdmin(host, serverHost string, port int, socketPath string, caPEM, certPEM, keyPEM []byte) ([]byte, error) {
 	b64 := base64.StdEncoding.EncodeToString
 	cfg := &Config{CurrentBlade: host}
 	cfg.Set(host, Blade{
-		Server:                   net.JoinHostPort(host, strconv.Itoa(port)),
+		Server:                   net.JoinHostPort(serverHost, strconv.Itoa(port)),
 		CertificateAuthorityData: b64(caPEM),
 		ClientCertificateData:    b64(certPEM),
 		ClientKeyData:            b64(keyPEM),

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"os"
 	"reflect"
 	"regexp"
@@ -335,8 +336,8 @@ func Validate(cfg agentconfigv1.AgentConfig) error {
 	if cfg.CriticalCelsius < 30 || cfg.CriticalCelsius > 110 {
 		add("criticalCelsius: %d is outside 30–110", cfg.CriticalCelsius)
 	}
-	if cfg.HysteresisCelsius < 0 || cfg.HysteresisCelsius > 50 {
-		add("hysteresisCelsius: %d is outside 0–50", cfg.HysteresisCelsius)
+	if cfg.HysteresisCelsius < 1 || cfg.HysteresisCelsius > 50 {
+		add("hysteresisCelsius: %d is outside 1–50 (below 1 critical mode could flap)", cfg.HysteresisCelsius)
 	}
 	if cfg.HysteresisCelsius >= cfg.CriticalCelsius {
 		add("hysteresisCelsius: %d must be below criticalCelsius %d", cfg.HysteresisCelsius, cfg.CriticalCelsius)
@@ -375,6 +376,9 @@ func Validate(cfg agentconfigv1.AgentConfig) error {
 	if p := cfg.GRPC.Remote.Port; p < 1 || p > 65535 {
 		add("grpc.remote.port: %d is outside 1–65535", p)
 	}
+	if err := ValidateBindAddress(cfg.GRPC.Remote.BindAddress); err != nil {
+		add("grpc.remote.bindAddress: %v", err)
+	}
 	if cfg.GRPC.SocketPath == "" {
 		add("grpc.socketPath: must not be empty")
 	}
@@ -383,6 +387,19 @@ func Validate(cfg agentconfigv1.AgentConfig) error {
 		return nil
 	}
 	return fmt.Errorf("invalid config: %w", errors.Join(errs...))
+}
+
+// ValidateBindAddress accepts what the CRD's isIP() accepts: an IPv4 or
+// IPv6 address without a zone, not IPv4-mapped; empty means every interface.
+func ValidateBindAddress(s string) error {
+	if s == "" {
+		return nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" || a.Is4In6() {
+		return fmt.Errorf("%q is not an IP address (no port, no host name; empty binds every interface)", s)
+	}
+	return nil
 }
 
 // Checked is an agent config that passed Validate and the agent core's

@@ -85,6 +85,8 @@ type Reporter struct {
 	writes   atomic.Uint64
 	requests atomic.Uint64
 	failing  atomic.Bool
+	// configApplied is set once the first config has been applied.
+	configApplied atomic.Bool
 
 	// Loop state, touched only by Run's goroutine.
 	node       *corev1.Node
@@ -267,7 +269,13 @@ func (r *Reporter) apply(ctx context.Context, cfg config.Checked, applied *v1alp
 	}
 	r.applied = applied
 	r.taint = cfg.Config.TaintOnCritical
+	r.configApplied.Store(true)
 }
+
+// ConfigApplied reports whether a config has been applied since Run
+// started: the assigned BladeConfig, or the local config when the Node is
+// assigned none. The agent is ready only then.
+func (r *Reporter) ConfigApplied() bool { return r.configApplied.Load() }
 
 var annotationKeys = []string{v1alpha1.AnnotationIdentify, v1alpha1.AnnotationStealth, v1alpha1.AnnotationFanSpeed}
 

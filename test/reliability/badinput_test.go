@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -143,6 +144,18 @@ func TestBadBladeConfigs(t *testing.T) {
 		"bad backend":       {func(s *kbv1.BladeConfigSpec) { s.Agent.Hardware.Backend = "mmio" }, "Unsupported value"},
 		"bad pull policy":   {func(s *kbv1.BladeConfigSpec) { s.DaemonSet.ImagePullPolicy = "Sometimes" }, "Unsupported value"},
 		"port out of range": {func(s *kbv1.BladeConfigSpec) { s.Agent.GRPC.Remote.Port = 70000 }, "should be less than or equal to 65535"},
+		"toleration effect": {func(s *kbv1.BladeConfigSpec) {
+			s.DaemonSet.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists, Effect: "NoScheduleAtAll"}}
+		}, "toleration effect must be NoSchedule, PreferNoSchedule or NoExecute"},
+		"toleration operator": {func(s *kbv1.BladeConfigSpec) {
+			s.DaemonSet.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: "Matches", Value: "x"}}
+		}, "toleration operator must be Exists or Equal"},
+		"toleration Exists with a value": {func(s *kbv1.BladeConfigSpec) {
+			s.DaemonSet.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists, Value: "x"}}
+		}, "a toleration with operator Exists takes no value"},
+		"bad image reference": {func(s *kbv1.BladeConfigSpec) { s.DaemonSet.Image = "ghcr.io/KubeBlade/kubeblade:v0.1.0" }, "spec.daemonSet.image"},
+		"negative hysteresis": {func(s *kbv1.BladeConfigSpec) { s.Agent.HysteresisCelsius = -1 },
+			"should be greater than or equal to 1"},
 		"too many steps": {func(s *kbv1.BladeConfigSpec) {
 			for i := 0; i < 17; i++ {
 				s.Agent.FanCurve = append(s.Agent.FanCurve, agentconfigv1.FanCurveStep{TemperatureCelsius: int32(i), Percent: 50})
@@ -159,7 +172,7 @@ func TestBadBladeConfigs(t *testing.T) {
 	stored := good.DeepCopy()
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			bc := &kbv1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: "rel-bad-" + strings.ReplaceAll(name, " ", "-")}}
+			bc := &kbv1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: "rel-bad-" + strings.ToLower(strings.ReplaceAll(name, " ", "-"))}}
 			tc.mutate(&bc.Spec)
 			err := k8s.Create(ctx, bc)
 			clear := err != nil && apierrors.IsInvalid(err) && strings.Contains(err.Error(), tc.want)

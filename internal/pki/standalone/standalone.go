@@ -53,6 +53,10 @@ type Options struct {
 	// Port and SocketPath go into the client config written for the admin.
 	Port       int
 	SocketPath string
+	// ServerHost is the host that config dials (default Hostname): the
+	// bind address when the listener is bound to one, because a Raspberry
+	// Pi OS hostname often resolves to 127.0.1.1, where nothing listens then.
+	ServerHost string
 	// ClientConfig renders the admin's client config file (BladectlFile);
 	// nil writes none.
 	ClientConfig func(Admin) ([]byte, error)
@@ -65,9 +69,10 @@ type Options struct {
 // Admin is what the admin's client config holds: how to reach the blade
 // and the credentials to do it with.
 type Admin struct {
-	Host       string
-	Port       int
-	SocketPath string
+	// Host names the blade; ServerHost is the host to dial (Options).
+	Host, ServerHost string
+	Port             int
+	SocketPath       string
 	// CAPEM is the CA the blade's serving certificate chains to.
 	CAPEM []byte
 	// Client is the admin's client certificate and key.
@@ -330,7 +335,11 @@ func (i *Issuer) writeClientConfig(caPEM []byte, admin pki.KeyPair) error {
 	if i.o.ClientConfig == nil {
 		return nil
 	}
-	want, err := i.o.ClientConfig(Admin{Host: i.o.Hostname, Port: i.o.Port, SocketPath: i.o.SocketPath, CAPEM: caPEM, Client: admin})
+	server := i.o.ServerHost
+	if server == "" {
+		server = i.o.Hostname
+	}
+	want, err := i.o.ClientConfig(Admin{Host: i.o.Hostname, ServerHost: server, Port: i.o.Port, SocketPath: i.o.SocketPath, CAPEM: caPEM, Client: admin})
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ func newIssuer(t *testing.T, dir string, clk *clocktesting.FakeClock, extra ...s
 		Addresses: func() ([]net.IP, error) { return []net.IP{net.ParseIP("192.168.1.21")}, nil },
 		// bladectl's format, as agentd gives it.
 		ClientConfig: func(a Admin) ([]byte, error) {
-			return clientconfig.ForAdmin(a.Host, a.Port, a.SocketPath, a.CAPEM, a.Client.CertPEM, a.Client.KeyPEM)
+			return clientconfig.ForAdmin(a.Host, a.ServerHost, a.Port, a.SocketPath, a.CAPEM, a.Client.CertPEM, a.Client.KeyPEM)
 		},
 	})
 	if err != nil {

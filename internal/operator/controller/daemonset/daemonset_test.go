@@ -103,6 +103,13 @@ func TestContents(t *testing.T) {
 	if c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
 		t.Error("the agent container must be privileged (GPIO character devices)")
 	}
+	// Probes on the agent's default ops endpoint, from the host (the pod
+	// uses the host network).
+	for path, p := range map[string]*corev1.Probe{"/healthz": c.LivenessProbe, "/readyz": c.ReadinessProbe} {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != path || p.HTTPGet.Port.IntValue() != 9666 || p.HTTPGet.Host != "127.0.0.1" {
+			t.Errorf("probe %s = %+v, want GET http://127.0.0.1:9666%s", path, p, path)
+		}
+	}
 	if len(c.Env) != 1 || c.Env[0].Name != "NODE_NAME" || c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
 		t.Errorf("env %+v, want NODE_NAME from spec.nodeName", c.Env)
 	}
