@@ -43,6 +43,7 @@ func ctx(t *testing.T) context.Context {
 }
 
 func TestBladeConfigValidation(t *testing.T) {
+	testenv.Need(t)
 	cases := map[string]struct {
 		mutate func(s *v1alpha1.BladeConfigSpec)
 		want   string // empty: accepted
@@ -193,6 +194,7 @@ func TestHysteresisAtLeastOne(t *testing.T) {
 }
 
 func TestCRDDefaultsMatchAgentDefaults(t *testing.T) {
+	testenv.Need(t)
 	bc := &v1alpha1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: "defaults-check"}}
 	if err := c.Create(ctx(t), bc); err != nil {
 		t.Fatal(err)
@@ -210,6 +212,7 @@ func TestCRDDefaultsMatchAgentDefaults(t *testing.T) {
 }
 
 func TestBladeStatusSubresourceAndColumns(t *testing.T) {
+	testenv.Need(t)
 	b := &v1alpha1.Blade{ObjectMeta: metav1.ObjectMeta{Name: "blade-columns"}}
 	if err := c.Create(ctx(t), b); err != nil {
 		t.Fatal(err)

@@ -21,7 +21,6 @@ import (
 	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/agent"
 	"github.com/kubeblade/kubeblade/internal/config"
-	"github.com/kubeblade/kubeblade/internal/core"
 	"github.com/kubeblade/kubeblade/internal/hardware"
 	"github.com/kubeblade/kubeblade/internal/hardware/backends"
 	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
@@ -99,23 +98,20 @@ func Run(ctx context.Context, o Options) error {
 		o.StateDir = DefaultStateDir
 	}
 	log := o.Logger
-	cfg, ignored, err := config.Load(o.ConfigPath, o.Environ)
+	local, ignored, err := config.LoadChecked(o.ConfigPath, o.Environ)
 	if err != nil {
 		return err
 	}
 	if len(ignored) > 0 {
 		log.Warn("ignoring KUBEBLADE_ environment variables that name no config key", "variables", ignored)
 	}
-	local := cfg
+	checked := local
 	if o.Kubernetes != nil {
 		// Hardware, gRPC and metrics settings take effect only at start,
 		// so read the assigned BladeConfig before opening anything.
-		cfg = bootstrapConfig(ctx, o, cfg)
+		checked = bootstrapConfig(ctx, o, local)
 	}
-	settings, err := config.Settings(cfg)
-	if err != nil {
-		return err
-	}
+	cfg, settings := checked.Config, checked.Settings
 	// The agent adopts the CA and keys it finds there: refuse a directory
 	// someone else could have written to.
 	if err := statedir.Ensure(o.StateDir); err != nil {
@@ -277,12 +273,9 @@ func stuckExit(hw hardware.Backend, log *slog.Logger) error {
 }
 
 func reload(ctx context.Context, o Options, a *agent.Agent, log *slog.Logger) {
-	cfg, _, err := config.Load(o.ConfigPath, o.Environ)
+	cfg, _, err := config.LoadChecked(o.ConfigPath, o.Environ)
 	if err == nil {
-		var s core.Settings
-		if s, err = config.Settings(cfg); err == nil {
-			err = a.ApplySettings(ctx, s, configName(o.ConfigPath))
-		}
+		err = a.ApplySettings(ctx, cfg.Settings, configName(o.ConfigPath))
 	}
 	if err != nil {
 		// A bad edit keeps the running config: the blade stays protected.

@@ -24,6 +24,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/operator/controller/daemonset"
 	"github.com/kubeblade/kubeblade/internal/operator/controller/status"
 	"github.com/kubeblade/kubeblade/internal/operator/optest"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 func getDS(ctx context.Context, e *optest.Env, config string) (*appsv1.DaemonSet, error) {
@@ -85,7 +86,7 @@ func TestBladeConfigLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.WaitConfigLabels(t, map[string]string{"life-1": "life-low", "life-2": "life-low"})
-	optest.Eventually(t, "the DaemonSet of life-high gone", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, optest.Timeout, "the DaemonSet of life-high gone", func(ctx context.Context) (bool, string) {
 		_, err := getDS(ctx, e, "life-high")
 		if err == nil {
 			return false, "still there"

@@ -31,6 +31,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/smartfan"
 	"github.com/kubeblade/kubeblade/internal/smartfan/smartfantest"
 	"github.com/kubeblade/kubeblade/internal/smartfan/uart"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 // observable is what a person could see of a blade: bad input must not
@@ -52,6 +53,7 @@ func observe(b *blade) observable {
 // TestBadAnnotations: each invalid value gets an InvalidAnnotation Warning
 // naming it and changes nothing.
 func TestBadAnnotations(t *testing.T) {
+	needCP(t)
 	b := startBlade(t, "rel-annotations", nil)
 	cases := []struct{ key, value string }{
 		{kbv1.AnnotationIdentify, "maybe"},
@@ -71,7 +73,7 @@ func TestBadAnnotations(t *testing.T) {
 		before := observe(b)
 		annotate(t, b.node, map[string]any{tc.key: tc.value})
 		clear := false
-		eventually(t, 30*time.Second, fmt.Sprintf("InvalidAnnotation Warning for %s=%q", tc.key, tc.value), func() (bool, string) {
+		testwait.Eventually(t, 30*time.Second, fmt.Sprintf("InvalidAnnotation Warning for %s=%q", tc.key, tc.value), func(context.Context) (bool, string) {
 			evs, err := events(b.node, "InvalidAnnotation")
 			if err != nil {
 				return false, err.Error()
@@ -104,7 +106,7 @@ func TestBadAnnotations(t *testing.T) {
 	}
 	// The blade still obeys a valid annotation afterwards.
 	annotate(t, b.node, map[string]any{kbv1.AnnotationFanSpeed: "42"})
-	eventually(t, 10*time.Second, "valid fan-speed annotation after the bad ones", func() (bool, string) {
+	testwait.Eventually(t, 10*time.Second, "valid fan-speed annotation after the bad ones", func(context.Context) (bool, string) {
 		return b.sim.State().FanPercent == 42, fmt.Sprint(b.sim.State().FanPercent)
 	})
 }
@@ -112,6 +114,7 @@ func TestBadAnnotations(t *testing.T) {
 // TestBadBladeConfigs: every OpenAPI and CEL rule refuses a spec that
 // breaks it, on create and on update, and the stored object stays as it was.
 func TestBadBladeConfigs(t *testing.T) {
+	needCP(t)
 	cases := map[string]struct {
 		mutate func(s *kbv1.BladeConfigSpec)
 		want   string
@@ -341,15 +344,10 @@ func TestUARTGarbage(t *testing.T) {
 		if _, err := master.Write(smartfan.Encode(smartfan.ValueFrame(smartfan.ReportFanRPM, rpm*10))); err != nil {
 			t.Fatal(err)
 		}
-		ok := false
-		deadline := time.Now().Add(smartfantest.Timeout)
-		for time.Now().Before(deadline) {
-			if v, err := c.FanRPM(); err == nil && v == float64(rpm) {
-				ok = true
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		ok := testwait.Poll(t.Context(), smartfantest.Timeout, func(context.Context) (bool, string) {
+			v, err := c.FanRPM()
+			return err == nil && v == float64(rpm), ""
+		}) == nil
 		summary.bad("UART garbage burst", ok)
 		if !ok {
 			v, err := c.FanRPM()

@@ -42,6 +42,7 @@ func ownerRef(n *corev1.Node) map[string]any {
 // that Node, with status.nodeName its Node — as internal/kubeagent does —
 // and nothing else.
 func TestAgentBlade(t *testing.T) {
+	testenv.Need(t)
 	own, other := seedNode(t), seedNode(t)
 	agent := as(testenv.AsAgent(env.Config, own.Name, own.UID))
 

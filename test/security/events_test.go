@@ -34,6 +34,7 @@ func agentEvent(n *corev1.Node) *eventsv1.Event {
 // UID), as kubeblade.io/agent from that Node, in default; anything else is
 // refused, also as a patch of someone else's Event.
 func TestAgentEvents(t *testing.T) {
+	testenv.Need(t)
 	own, other := seedNode(t), seedNode(t)
 	agent := as(testenv.AsAgent(env.Config, own.Name, own.UID))
 

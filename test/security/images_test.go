@@ -51,6 +51,7 @@ func bladeConfig(image string) *kbv1.BladeConfig {
 // allowed repository (config/admission/agent-images.yaml, default list:
 // the project's own), decided as internal/operator/imagepolicy decides it.
 func TestBladeConfigImages(t *testing.T) {
+	testenv.Need(t)
 	editor := bladeConfigEditor(t)
 	allow := imagepolicy.AllowList{imagepolicy.DefaultRepository}
 	for image := range imagepolicy.Cases {
@@ -98,6 +99,7 @@ func edit(t *testing.T, c client.Client, name string, f func(*kbv1.BladeConfig))
 // finalizer removed) — the operator refuses to run it — but its image can
 // only change to an allowed one.
 func TestBladeConfigGrandfatheredImage(t *testing.T) {
+	testenv.Need(t)
 	editor := bladeConfigEditor(t)
 	allowed(t, "another field of a BladeConfig with an old image", edit(t, editor, grandfathered, func(bc *kbv1.BladeConfig) { bc.Spec.Priority = 7 }))
 	allowed(t, "a finalizer", edit(t, editor, grandfathered, func(bc *kbv1.BladeConfig) {

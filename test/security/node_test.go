@@ -126,6 +126,7 @@ func taintPatch(on bool) nodeWrite {
 // fact labels, annotations under kubeblade.io/, its condition and its
 // taint. Each attack leaves the Node exactly as it was.
 func TestAgentNodeFields(t *testing.T) {
+	testenv.Need(t)
 	attacks := map[string]struct {
 		write nodeWrite
 		say   string
@@ -171,6 +172,7 @@ func TestAgentNodeFields(t *testing.T) {
 // TestAgentNodeOwnFields: everything the agent writes (internal/kubeagent)
 // and the cluster-aware maintenance annotation still work under the policy.
 func TestAgentNodeOwnFields(t *testing.T) {
+	testenv.Need(t)
 	n := seedNode(t)
 	agent := as(testenv.AsAgent(env.Config, n.Name, n.UID))
 	steps := []struct {
@@ -219,6 +221,7 @@ func TestAgentNodeOwnFields(t *testing.T) {
 // TestAgentNodeIdentity: the token decides which Node is the agent's, by
 // name and UID; without the node extras nothing is allowed.
 func TestAgentNodeIdentity(t *testing.T) {
+	testenv.Need(t)
 	own, other := seedNode(t), seedNode(t)
 	label := mergePatch(`{"metadata":{"labels":{"kubeblade.io/soc":"bcm2711"}}}`, false)
 	refused(t, "another blade's Node", label(t, as(testenv.AsAgent(env.Config, own.Name, own.UID)), other),

@@ -143,6 +143,7 @@ func obtain(t *testing.T, n *corev1.Node, dns []string, ips ...string) (*csrclie
 // Node were made to report it, then for neither blade), nor too many
 // names; its own names and addresses are signed.
 func TestForgedAddressCertificate(t *testing.T) {
+	testenv.Need(t)
 	// Addresses unique to each run of the test (go test -count).
 	run := nodeSeq.Add(1)
 	ipA, ipB := fmt.Sprintf("10.1.%d.1", run), fmt.Sprintf("10.1.%d.2", run)
@@ -212,6 +213,7 @@ func TestForgedAddressCertificate(t *testing.T) {
 // past the admission policy (it predates it) runs the operator's own agent
 // image and says so: Degraded with reason ImageNotAllowed.
 func TestGrandfatheredImageIsNotRun(t *testing.T) {
+	testenv.Need(t)
 	testwait.Eventually(t, time.Minute, "the grandfathered config Degraded", func(c context.Context) (bool, string) {
 		bc := &kbv1.BladeConfig{}
 		if err := admin.Get(c, client.ObjectKey{Name: grandfathered}, bc); err != nil {
@@ -236,6 +238,7 @@ func TestGrandfatheredImageIsNotRun(t *testing.T) {
 // objects its controllers use: the CA Secret (no other Secret), its own
 // Lease, no Node status, no BladeConfig replacement.
 func TestOperatorIdentity(t *testing.T) {
+	testenv.Need(t)
 	op := as(operatorConfig())
 	other := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "someone-elses", Namespace: testenv.AgentNamespace}, StringData: map[string]string{"k": "v"}}
 	if err := admin.Create(ctx(t), other); client.IgnoreAlreadyExists(err) != nil {
@@ -270,6 +273,7 @@ func TestOperatorIdentity(t *testing.T) {
 // CSR a person approves) gives a certificate with exactly the role asked
 // for; one that names none or two is not signed.
 func TestClientCertificateRolesThroughTheCSRAPI(t *testing.T) {
+	testenv.Need(t)
 	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)

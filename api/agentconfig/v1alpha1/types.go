@@ -277,3 +277,19 @@ type MetricsConfig struct {
 	// +optional
 	BindAddress string `json:"bindAddress,omitempty"`
 }
+
+// StartOnly are the sections of an AgentConfig an agent reads only when it
+// starts: its hardware backend, its gRPC listeners and its metrics address.
+// Everything else it applies live, without a restart. The operator rolls
+// the agent pods of a BladeConfig when these change.
+// +kubebuilder:object:generate=false
+type StartOnly struct {
+	Hardware HardwareConfig `json:"hardware"`
+	GRPC     GRPCConfig     `json:"grpc"`
+	Metrics  MetricsConfig  `json:"metrics"`
+}
+
+// StartOnly returns the sections of c that take effect only at start.
+func (c *AgentConfig) StartOnly() StartOnly {
+	return StartOnly{Hardware: c.Hardware, GRPC: c.GRPC, Metrics: c.Metrics}
+}

@@ -43,6 +43,7 @@ func serviceAccount(ns, name string) *rest.Config {
 // finalizer, an agent's certificate — and the cleanup hook's ServiceAccount
 // enough for the uninstall.
 func TestOperatorRunsUnderTheChartRBAC(t *testing.T) {
+	testenv.Need(t)
 	const ns, release = "kb-rbac", "kubeblade"
 	ch, err := render.Load(testenv.RepoRoot())
 	if err != nil {

@@ -190,19 +190,15 @@ func Build(bc *kbv1.BladeConfig, d Defaults) *appsv1ac.DaemonSetApplyConfigurati
 }
 
 // AnnotationStartupConfig on the pod template carries a hash of the agent
-// settings that take effect only when the agent starts (hardware backend,
-// gRPC listeners, metrics address). Everything else in spec.agent is
-// applied live by the agents and must not roll the pods; a change to these
-// must, or it would never take effect.
+// settings that take effect only when the agent starts
+// (agentconfigv1.StartOnly). Everything else in spec.agent is applied live
+// by the agents and must not roll the pods; a change to these must, or it
+// would never take effect.
 const AnnotationStartupConfig = "kubeblade.io/startup-config-hash"
 
 // StartupConfigHash hashes the start-only sections of an agent config.
 func StartupConfigHash(a agentconfigv1.AgentConfig) string {
-	raw, _ := json.Marshal(struct {
-		Hardware agentconfigv1.HardwareConfig `json:"hardware"`
-		GRPC     agentconfigv1.GRPCConfig     `json:"grpc"`
-		Metrics  agentconfigv1.MetricsConfig  `json:"metrics"`
-	}{a.Hardware, a.GRPC, a.Metrics})
+	raw, _ := json.Marshal(a.StartOnly())
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:8])
 }

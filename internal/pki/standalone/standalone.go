@@ -1,15 +1,15 @@
 // Package standalone issues the agent's mutual-TLS certificates without
 // Kubernetes: a CA, a serving certificate and two client certificates (an
 // operator's and a read-only viewer's) kept in the agent's state directory,
-// renewed before they expire, plus a ready bladectl config for each. It is
-// the pki.CertificateSource of an agent that runs outside a cluster.
+// renewed before they expire, plus a ready client config for each, in the
+// format its caller gives (agentd: bladectl's). It is the
+// pki.CertificateSource of an agent that runs outside a cluster.
 package standalone
 
 import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -18,12 +18,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"time"
 
 	"k8s.io/utils/clock"
 
-	"github.com/kubeblade/kubeblade/internal/clientconfig"
+	"github.com/kubeblade/kubeblade/internal/atomicfile"
 	"github.com/kubeblade/kubeblade/internal/pki"
 )
 
@@ -36,7 +35,7 @@ const (
 	AdminCert    = "admin.crt"
 	AdminKey     = "admin.key"
 	BladectlFile = "bladectl.yaml"
-	// The viewer's certificate and bladectl config: read-only access
+	// The viewer's certificate and client config: read-only access
 	// (status, watch), to hand to monitoring or to people who only look.
 	ViewerCert         = "viewer.crt"
 	ViewerKey          = "viewer.key"
@@ -56,17 +55,34 @@ type Options struct {
 	Addresses func() ([]net.IP, error)
 	// ExtraSANs are extra DNS names or IPs for the serving certificate.
 	ExtraSANs []string
-	// Port and SocketPath go into the bladectl config written for the admin.
+	// Port and SocketPath go into the client config written for the admin.
 	Port       int
 	SocketPath string
 	// ServerHost is the host that config dials (default Hostname): the
 	// bind address when the listener is bound to one, because a Raspberry
 	// Pi OS hostname often resolves to 127.0.1.1, where nothing listens then.
 	ServerHost string
-	Clock      clock.WithTicker
-	Logger     *slog.Logger
+	// ClientConfig renders a client config file: the admin's (BladectlFile,
+	// operator role) and the viewer's (ViewerBladectlFile); nil writes none.
+	ClientConfig func(Admin) ([]byte, error)
+	Clock        clock.WithTicker
+	Logger       *slog.Logger
 	// Lifetimes override pki.CALifetime and pki.LeafLifetime (tests).
 	CALifetime, LeafLifetime time.Duration
+}
+
+// Admin is what a client config holds (the admin's, or the viewer's with
+// the viewer's certificate): how to reach the blade
+// and the credentials to do it with.
+type Admin struct {
+	// Host names the blade; ServerHost is the host to dial (Options).
+	Host, ServerHost string
+	Port             int
+	SocketPath       string
+	// CAPEM is the CA the blade's serving certificate chains to.
+	CAPEM []byte
+	// Client is the admin's client certificate and key.
+	Client pki.KeyPair
 }
 
 // Issuer owns the certificates in Dir.
@@ -106,11 +122,12 @@ func New(o Options) (*Issuer, error) {
 	return i, nil
 }
 
-// BladectlConfigPath is where the admin's (operator role) bladectl config
-// is written.
+// BladectlConfigPath is where the admin's (operator role) client config is
+// written.
 func (i *Issuer) BladectlConfigPath() string { return filepath.Join(i.o.Dir, BladectlFile) }
 
-// ViewerConfigPath is where the read-only bladectl config is written.
+// ViewerConfigPath is where the viewer's (read-only) client config is
+// written.
 func (i *Issuer) ViewerConfigPath() string { return filepath.Join(i.o.Dir, ViewerBladectlFile) }
 
 // Run re-checks the certificates every CheckInterval until ctx ends. A
@@ -158,7 +175,7 @@ func (i *Issuer) Ensure() error {
 	if err != nil {
 		return fmt.Errorf("admin client certificate: %w", err)
 	}
-	if err := i.writeBladectlConfig(i.BladectlConfigPath(), caPEM, adminPair); err != nil {
+	if err := i.writeClientConfig(i.BladectlConfigPath(), caPEM, adminPair); err != nil {
 		return fmt.Errorf("bladectl config: %w", err)
 	}
 	viewerPair, err := i.ensureLeaf(ca, ViewerCert, ViewerKey, renewedCA, now, pki.Request{
@@ -168,7 +185,7 @@ func (i *Issuer) Ensure() error {
 	if err != nil {
 		return fmt.Errorf("viewer client certificate: %w", err)
 	}
-	if err := i.writeBladectlConfig(i.ViewerConfigPath(), caPEM, viewerPair); err != nil {
+	if err := i.writeClientConfig(i.ViewerConfigPath(), caPEM, viewerPair); err != nil {
 		return fmt.Errorf("viewer bladectl config: %w", err)
 	}
 	serving, err := tls.X509KeyPair(serverPair.CertPEM, serverPair.KeyPEM)
@@ -332,38 +349,28 @@ func (i *Issuer) read(certName, keyName string) (pki.KeyPair, error) {
 // write stores the key first: a crash between the two writes leaves a
 // mismatched pair, which the next start detects and reissues.
 func (i *Issuer) write(certName, keyName string, kp pki.KeyPair) error {
-	if err := clientconfig.WriteFileAtomic(i.path(keyName), kp.KeyPEM, 0o600); err != nil {
+	if err := atomicfile.Write(i.path(keyName), kp.KeyPEM, 0o600); err != nil {
 		return err
 	}
-	return clientconfig.WriteFileAtomic(i.path(certName), kp.CertPEM, 0o644)
+	return atomicfile.Write(i.path(certName), kp.CertPEM, 0o644)
 }
 
-// writeBladectlConfig writes a config with the credentials inline, so the
-// admin can copy the one file to a workstation. It names the blade by its
-// hostname over mutual TLS, and "<hostname>-local" over the unix socket.
-func (i *Issuer) writeBladectlConfig(path string, caPEM []byte, admin pki.KeyPair) error {
-	b64 := base64.StdEncoding.EncodeToString
-	host := i.o.Hostname
-	server := host
-	if i.o.ServerHost != "" {
-		server = i.o.ServerHost
+// writeClientConfig writes a client config (the admin's or the viewer's)
+// to path when it changed.
+func (i *Issuer) writeClientConfig(path string, caPEM []byte, admin pki.KeyPair) error {
+	if i.o.ClientConfig == nil {
+		return nil
 	}
-	cfg := &clientconfig.Config{CurrentBlade: host}
-	cfg.Set(host, clientconfig.Blade{
-		Server:                   net.JoinHostPort(server, strconv.Itoa(i.o.Port)),
-		CertificateAuthorityData: b64(caPEM),
-		ClientCertificateData:    b64(admin.CertPEM),
-		ClientKeyData:            b64(admin.KeyPEM),
-	})
-	if i.o.SocketPath != "" {
-		cfg.Set(host+"-local", clientconfig.Blade{Server: "unix://" + i.o.SocketPath})
+	server := i.o.ServerHost
+	if server == "" {
+		server = i.o.Hostname
 	}
-	want, err := clientconfig.Marshal(cfg)
+	want, err := i.o.ClientConfig(Admin{Host: i.o.Hostname, ServerHost: server, Port: i.o.Port, SocketPath: i.o.SocketPath, CAPEM: caPEM, Client: admin})
 	if err != nil {
 		return err
 	}
 	if have, err := os.ReadFile(path); err == nil && string(have) == string(want) {
 		return nil
 	}
-	return clientconfig.WriteFileAtomic(path, want, 0o600)
+	return atomicfile.Write(path, want, 0o600)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/operator/csrpolicy"
 	"github.com/kubeblade/kubeblade/internal/operator/optest"
 	"github.com/kubeblade/kubeblade/internal/pki"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 // The signer runs alone: the tests approve requests as a person would and
@@ -61,7 +62,7 @@ func ensureCA(t *testing.T, e *optest.Env) *casecret.Authority {
 // against the CA.
 func issued(t *testing.T, e *optest.Env, a *casecret.Authority, name string, usage x509.ExtKeyUsage) *x509.Certificate {
 	t.Helper()
-	optest.Eventually(t, "the certificate of "+name, func(context.Context) (bool, string) {
+	testwait.Eventually(t, optest.Timeout, "the certificate of "+name, func(context.Context) (bool, string) {
 		c := e.GetCSR(t, name)
 		return len(c.Status.Certificate) > 0, optest.Decision(c)
 	})
@@ -122,7 +123,7 @@ func TestClientRequestsNameOneRole(t *testing.T) {
 	for name, orgs := range map[string][]string{"sg-no-role": nil, "sg-two-roles": {pki.OrgViewers, pki.OrgOperators}} {
 		optest.CreateCSR(t, e.Config, optest.CSR{Name: name, Signer: csrpolicy.SignerClient, CommonName: "mallory", Organization: orgs, Usages: client})
 		e.Approve(t, name)
-		optest.Eventually(t, name+" failed", func(context.Context) (bool, string) {
+		testwait.Eventually(t, optest.Timeout, name+" failed", func(context.Context) (bool, string) {
 			c := e.GetCSR(t, name)
 			for _, cond := range c.Status.Conditions {
 				if cond.Type == certv1.CertificateFailed {
@@ -145,7 +146,7 @@ func TestRechecksAgentRequests(t *testing.T) {
 	ensureCA(t, e)
 	optest.CreateCSR(t, e.Impersonate("sg-node-2"), optest.CSR{Name: "sg-mistake", Signer: csrpolicy.SignerAgentServing, CommonName: "sg-node-3", Usages: serving})
 	e.Approve(t, "sg-mistake")
-	optest.Eventually(t, "the request failed", func(context.Context) (bool, string) {
+	testwait.Eventually(t, optest.Timeout, "the request failed", func(context.Context) (bool, string) {
 		c := e.GetCSR(t, "sg-mistake")
 		for _, cond := range c.Status.Conditions {
 			if cond.Type == certv1.CertificateFailed {

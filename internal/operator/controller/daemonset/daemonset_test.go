@@ -20,6 +20,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/operator/agentdaemonset"
 	"github.com/kubeblade/kubeblade/internal/operator/controller/daemonset"
 	"github.com/kubeblade/kubeblade/internal/operator/optest"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 // The daemonset controller runs alone.
@@ -48,7 +49,7 @@ func getDS(ctx context.Context, e *optest.Env, config string) (*appsv1.DaemonSet
 func waitDS(t *testing.T, e *optest.Env, config, what string, cond func(*appsv1.DaemonSet) bool) *appsv1.DaemonSet {
 	t.Helper()
 	var ds *appsv1.DaemonSet
-	optest.Eventually(t, "the DaemonSet of "+config+": "+what, func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, optest.Timeout, "the DaemonSet of "+config+": "+what, func(ctx context.Context) (bool, string) {
 		var err error
 		if ds, err = getDS(ctx, e, config); err != nil {
 			return false, err.Error()
