@@ -236,7 +236,7 @@ func (d *Driver) SetLEDs(top, edge hardware.Color) error {
 		d.sleep(ws2812.Reset)
 		err = d.feed(words, g)
 	}
-	d.update(d.pwm.Read(RegGlobal)&^GlobalSetUpdate&^ChanEnable(ChanLED))
+	d.update(d.pwm.Read(RegGlobal) &^ GlobalSetUpdate &^ ChanEnable(ChanLED))
 	// Off the PWM again, as the old agent leaves it.
 	d.setFuncsel(PinLED, FuncselNull)
 	return err

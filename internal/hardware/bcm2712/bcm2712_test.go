@@ -1,109 +1,27 @@
-package bcm2712
+package bcm2712_test
 
 import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kubeblade/kubeblade/internal/hardware"
+	"github.com/kubeblade/kubeblade/internal/hardware/bcm2712"
+	"github.com/kubeblade/kubeblade/internal/hardware/bcm2712/bcm2712test"
 	"github.com/kubeblade/kubeblade/internal/hardware/regs"
 	"github.com/kubeblade/kubeblade/internal/hardware/regs/regstest"
 	"github.com/kubeblade/kubeblade/internal/hardware/ws2812"
 )
 
-type sent struct {
-	word    uint32
-	rng     uint32
-	ledFunc uint32
-	ctrl    uint32
-}
+type model struct{ *bcm2712test.Model }
 
-// active is what the PWM runs: the shadow registers are latched by
-// SET_UPDATE (pwm-rp1: "update the changed registers on the next strobe").
-type active struct {
-	global uint32
-	ctrl   [4]uint32
-	rng    [4]uint32
-	duty   [4]uint32
-}
+func newModel(depth int) *model { return &model{bcm2712test.New(depth)} }
 
-// model makes the register file behave like RP1's PWM0 and GPIO bank 0:
-// settings take effect on SET_UPDATE, which reads back as 0; the FIFO takes
-// depth words (more are lost), FLUSH empties it and sets FLUSH_DONE; a
-// running FIFO channel shifts one word out per FIFO_CTRL poll.
-type model struct {
-	f      *regstest.File
-	depth  int
-	stuck  bool
-	queue  []uint32
-	act    active
-	wire   []sent
-	errors []string
-	clock  time.Time
-}
-
-func newModel(depth int) *model {
-	m := &model{f: regstest.New(), depth: depth, clock: time.Unix(0, 0)}
-	m.f.SetModel(BlockPWM, regstest.Model{
-		OnWrite: func(off, v uint32) (uint32, bool) {
-			switch off {
-			case RegGlobal:
-				if v&GlobalSetUpdate != 0 {
-					m.act.global = v &^ GlobalSetUpdate
-					for c := 0; c < 4; c++ {
-						m.act.ctrl[c] = m.f.Peek(BlockPWM, RegChanCtrl(c))
-						m.act.rng[c] = m.f.Peek(BlockPWM, RegRange(c))
-						m.act.duty[c] = m.f.Peek(BlockPWM, RegDuty(c))
-					}
-				}
-				return v &^ GlobalSetUpdate, true
-			case RegFIFOCtrl:
-				if v&FIFOFlush != 0 {
-					m.queue = nil
-				}
-				return v &^ (FIFOLevelMask | FIFOFlushDone), true
-			case RegDutyFIFO:
-				if len(m.queue) >= m.depth {
-					m.errors = append(m.errors, fmt.Sprintf("FIFO overflow: %#x lost", v))
-				} else {
-					m.queue = append(m.queue, v)
-				}
-				return 0, false
-			}
-			return v, true
-		},
-		OnRead: func(off, stored uint32) uint32 {
-			if off != RegFIFOCtrl {
-				return stored
-			}
-			c := m.act.ctrl[ChanLED]
-			running := m.act.global&ChanEnable(ChanLED) != 0 && c&CtrlUseFIFO != 0
-			if running && len(m.queue) > 0 && !m.stuck {
-				m.wire = append(m.wire, sent{word: m.queue[0], rng: m.act.rng[ChanLED], ctrl: c,
-					ledFunc: m.f.Peek(BlockGPIO, GPIOCtrl(PinLED)) & FuncselMask})
-				m.queue = m.queue[1:]
-			}
-			v := stored&^FIFOLevelMask | uint32(len(m.queue))
-			if stored&FIFOFlush != 0 {
-				v |= FIFOFlushDone
-			}
-			return v
-		},
-	})
-	return m
-}
-
-func (m *model) now() time.Time {
-	m.clock = m.clock.Add(100 * time.Nanosecond)
-	return m.clock
-}
-
-func (m *model) open(t *testing.T) *Driver {
+func (m *model) open(t *testing.T) *bcm2712.Driver {
 	t.Helper()
-	d, err := Open(Options{Mapper: m.f, Sleep: m.f.Sleep, Now: m.now})
+	d, err := bcm2712.Open(bcm2712.Options{Mapper: m.File, Sleep: m.File.Sleep, Now: m.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,9 +30,9 @@ func (m *model) open(t *testing.T) *Driver {
 
 func TestFan(t *testing.T) {
 	m := newModel(16)
-	m.f.Map(BlockGPIO, GPIOBase, regs.PageSize)
+	m.File.Map(bcm2712.BlockGPIO, bcm2712.GPIOBase, regs.PageSize)
 	const overrides = 0x3 << 12 // OUTOVER bits someone set: keep them
-	m.f.Poke(BlockGPIO, GPIOCtrl(PinFan), overrides|FuncselNull)
+	m.File.Poke(bcm2712.BlockGPIO, bcm2712.GPIOCtrl(bcm2712.PinFan), overrides|bcm2712.FuncselNull)
 	d := m.open(t)
 	if err := d.SetFanPercent(10); !errors.Is(err, hardware.ErrNotSupported) {
 		t.Fatalf("fan before StartFan: %v", err)
@@ -122,25 +40,25 @@ func TestFan(t *testing.T) {
 	if err := d.StartFan(); err != nil {
 		t.Fatal(err)
 	}
-	if got := m.f.Peek(BlockGPIO, GPIOCtrl(PinFan)); got != overrides|FuncselFan {
+	if got := m.File.Peek(bcm2712.BlockGPIO, bcm2712.GPIOCtrl(bcm2712.PinFan)); got != overrides|bcm2712.FuncselFan {
 		t.Errorf("GPIO12 CTRL %#x, want funcsel a0 with the other bits kept", got)
 	}
-	want := active{global: ChanEnable(ChanFan)}
-	want.ctrl[ChanFan] = CtrlFIFOPopMask | ModeTrailingEdge
-	want.rng[ChanFan] = 1999
-	want.duty[ChanFan] = 2000
-	if d := cmp.Diff(want, m.act, cmp.AllowUnexported(active{})); d != "" {
+	want := bcm2712test.Active{Global: bcm2712.ChanEnable(bcm2712.ChanFan)}
+	want.Ctrl[bcm2712.ChanFan] = bcm2712.CtrlFIFOPopMask | bcm2712.ModeTrailingEdge
+	want.Range[bcm2712.ChanFan] = 1999
+	want.Duty[bcm2712.ChanFan] = 2000
+	if d := cmp.Diff(want, m.Active); d != "" {
 		t.Errorf("after StartFan (-want +got):\n%s", d)
 	}
-	if hz := ClockHz / (m.act.rng[ChanFan] + 1); hz != 25000 {
+	if hz := bcm2712.ClockHz / (m.Active.Range[bcm2712.ChanFan] + 1); hz != 25000 {
 		t.Errorf("fan at %d Hz, want 25 kHz", hz)
 	}
 	for p, duty := range map[uint8]uint32{0: 0, 40: 800, 100: 2000} {
 		if err := d.SetFanPercent(p); err != nil {
 			t.Fatal(err)
 		}
-		if m.act.duty[ChanFan] != duty {
-			t.Errorf("%d %%: latched duty %d, want %d", p, m.act.duty[ChanFan], duty)
+		if m.Active.Duty[bcm2712.ChanFan] != duty {
+			t.Errorf("%d %%: latched duty %d, want %d", p, m.Active.Duty[bcm2712.ChanFan], duty)
 		}
 	}
 	if err := d.SetFanPercent(101); err == nil {
@@ -157,19 +75,19 @@ func TestLEDFrame(t *testing.T) {
 	if err := d.SetFanPercent(40); err != nil {
 		t.Fatal(err)
 	}
-	fan := m.act
-	m.f.Reset()
+	fan := m.Active
+	m.File.Reset()
 	if err := d.SetLEDs(hardware.Color{R: 0xff, G: 0x80}, hardware.Color{G: 0x10, B: 0xfe}); err != nil {
-		t.Fatalf("%v\n%s", err, regstest.Dump(m.f.Log()))
+		t.Fatalf("%v\n%s", err, regstest.Dump(m.File.Log()))
 	}
-	if len(m.errors) > 0 {
-		t.Fatal(m.errors)
+	if len(m.Errors) > 0 {
+		t.Fatal(m.Errors)
 	}
 
 	// FIFO words: two per bit, R, G, B per LED, top first, two low words.
-	pushed := m.f.Writes(BlockPWM, RegDutyFIFO)
-	if len(pushed) != 6*8*2+TrailingWords {
-		t.Fatalf("%d words pushed, want %d", len(pushed), 6*8*2+TrailingWords)
+	pushed := m.File.Writes(bcm2712.BlockPWM, bcm2712.RegDutyFIFO)
+	if len(pushed) != 6*8*2+bcm2712.TrailingWords {
+		t.Fatalf("%d words pushed, want %d", len(pushed), 6*8*2+bcm2712.TrailingWords)
 	}
 	if d := cmp.Diff([]uint32{0xffffffff, 0xff000000, 0xffffffff, 0xff000000}, pushed[:4]); d != "" {
 		t.Errorf("first words (a 1 bit each) (-want +got):\n%s", d)
@@ -178,20 +96,20 @@ func TestLEDFrame(t *testing.T) {
 		t.Errorf("last words (a 0 bit, then low) (-want +got):\n%s", d)
 	}
 	var onLED []uint32
-	for _, s := range m.wire {
-		if s.ledFunc != FuncselLED {
-			t.Fatalf("word %#x shifted out with GPIO18 on function %d", s.word, s.ledFunc)
+	for _, s := range m.Wire {
+		if s.LEDFunc != bcm2712.FuncselLED {
+			t.Fatalf("word %#x shifted out with GPIO18 on function %d", s.Word, s.LEDFunc)
 		}
-		if s.ctrl&7 != ModeSerializer || s.rng != LEDRange {
-			t.Fatalf("word %#x shifted out in mode %d range %d", s.word, s.ctrl&7, s.rng)
+		if s.Ctrl&7 != bcm2712.ModeSerializer || s.Range != bcm2712.LEDRange {
+			t.Fatalf("word %#x shifted out in mode %d range %d", s.Word, s.Ctrl&7, s.Range)
 		}
-		onLED = append(onLED, s.word)
+		onLED = append(onLED, s.Word)
 	}
 	wantBytes := []byte{0xff, 0x80, 0, 0, 0x10, 0xfe}
 	// RANGE 31 is 32 sub-bits a word if RANGE counts like the M/S period
 	// (pwm-rp1), 31 if it were the bit count: both must read right.
 	for _, bits := range []int{32, 31} {
-		got, err := ws2812.Decode(ws2812.Serializer{ClockHz: ClockHz, WordBits: bits}, onLED)
+		got, err := ws2812.Decode(ws2812.Serializer{ClockHz: bcm2712.ClockHz, WordBits: bits}, onLED)
 		if err != nil {
 			t.Fatalf("%d-bit words: %v", bits, err)
 		}
@@ -203,30 +121,30 @@ func TestLEDFrame(t *testing.T) {
 	// GPIO18: on the PWM for the frame, then off; the line held low for
 	// the reset time before the channel starts.
 	var funcs []uint32
-	for _, a := range m.f.Log() {
-		if a.Kind == regstest.Write && a.Block == BlockGPIO && a.Off == GPIOCtrl(PinLED) {
-			funcs = append(funcs, a.Val&FuncselMask)
+	for _, a := range m.File.Log() {
+		if a.Kind == regstest.Write && a.Block == bcm2712.BlockGPIO && a.Off == bcm2712.GPIOCtrl(bcm2712.PinLED) {
+			funcs = append(funcs, a.Val&bcm2712.FuncselMask)
 		}
 	}
-	if d := cmp.Diff([]uint32{FuncselLED, FuncselNull}, funcs); d != "" {
+	if d := cmp.Diff([]uint32{bcm2712.FuncselLED, bcm2712.FuncselNull}, funcs); d != "" {
 		t.Errorf("GPIO18 functions (-want +got):\n%s", d)
 	}
 	muxed, waited := false, false
-	for _, a := range m.f.Log() {
+	for _, a := range m.File.Log() {
 		switch {
-		case a.Kind == regstest.Write && a.Block == BlockGPIO && a.Off == GPIOCtrl(PinLED) && a.Val&FuncselMask == FuncselLED:
+		case a.Kind == regstest.Write && a.Block == bcm2712.BlockGPIO && a.Off == bcm2712.GPIOCtrl(bcm2712.PinLED) && a.Val&bcm2712.FuncselMask == bcm2712.FuncselLED:
 			muxed = true
 		case a.Kind == regstest.Pause && muxed && a.Pause >= ws2812.Reset:
 			waited = true
-		case a.Kind == regstest.Write && a.Block == BlockPWM && a.Off == RegGlobal && a.Val&ChanEnable(ChanLED) != 0 && !waited:
+		case a.Kind == regstest.Write && a.Block == bcm2712.BlockPWM && a.Off == bcm2712.RegGlobal && a.Val&bcm2712.ChanEnable(bcm2712.ChanLED) != 0 && !waited:
 			t.Error("channel 2 enabled before the line was low for the reset time")
 		}
 	}
 	// The fan channel is independent and untouched.
-	if m.act.global&ChanEnable(ChanFan) == 0 || m.act.duty[ChanFan] != fan.duty[ChanFan] || m.act.ctrl[ChanFan] != fan.ctrl[ChanFan] {
-		t.Errorf("fan channel changed by the frame: %+v, was %+v", m.act, fan)
+	if m.Active.Global&bcm2712.ChanEnable(bcm2712.ChanFan) == 0 || m.Active.Duty[bcm2712.ChanFan] != fan.Duty[bcm2712.ChanFan] || m.Active.Ctrl[bcm2712.ChanFan] != fan.Ctrl[bcm2712.ChanFan] {
+		t.Errorf("fan channel changed by the frame: %+v, was %+v", m.Active, fan)
 	}
-	if m.act.global&ChanEnable(ChanLED) != 0 {
+	if m.Active.Global&bcm2712.ChanEnable(bcm2712.ChanLED) != 0 {
 		t.Error("channel 2 left enabled")
 	}
 }
@@ -234,26 +152,26 @@ func TestLEDFrame(t *testing.T) {
 func TestFIFONeverDrains(t *testing.T) {
 	m := newModel(16)
 	d := m.open(t)
-	m.stuck = true
+	m.Stuck = true
 	err := d.SetLEDs(hardware.Color{R: 1}, hardware.Color{})
 	if err == nil {
 		t.Fatal("a stuck FIFO reported success")
 	}
-	if got := m.f.Peek(BlockGPIO, GPIOCtrl(PinLED)) & FuncselMask; got != FuncselNull {
+	if got := m.File.Peek(bcm2712.BlockGPIO, bcm2712.GPIOCtrl(bcm2712.PinLED)) & bcm2712.FuncselMask; got != bcm2712.FuncselNull {
 		t.Errorf("GPIO18 left on function %d after the error", got)
 	}
-	if m.act.global&ChanEnable(ChanLED) != 0 {
+	if m.Active.Global&bcm2712.ChanEnable(bcm2712.ChanLED) != 0 {
 		t.Error("channel 2 left enabled after the error")
 	}
-	if len(m.errors) > 0 {
-		t.Errorf("FIFO overflowed: %v", m.errors)
+	if len(m.Errors) > 0 {
+		t.Errorf("FIFO overflowed: %v", m.Errors)
 	}
 }
 
 func TestDevMemRefused(t *testing.T) {
 	f := regstest.New()
 	f.MapErr = fmt.Errorf("%w: mapping: operation not permitted", regs.ErrUnavailable)
-	if _, err := Open(Options{Mapper: f}); !errors.Is(err, regs.ErrUnavailable) {
+	if _, err := bcm2712.Open(bcm2712.Options{Mapper: f}); !errors.Is(err, regs.ErrUnavailable) {
 		t.Fatalf("err = %v", err)
 	}
 }

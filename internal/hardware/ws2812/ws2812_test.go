@@ -95,7 +95,7 @@ func TestRoundTrip(t *testing.T) {
 
 func TestDecodeRejects(t *testing.T) {
 	for name, words := range map[string][]uint32{
-		"pulse too long":   {0xfff00000},                  // 12 sub-bits of 407 ns
+		"pulse too long":   {0xfff00000}, // 12 sub-bits of 407 ns
 		"gap inside frame": {0x92492400, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xdb6db600},
 		"half a byte":      {0x92400000},
 	} {
