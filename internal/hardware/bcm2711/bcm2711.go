@@ -341,3 +341,6 @@ func (d *Driver) Close() error {
 	d.closed = true
 	return d.m.Close()
 }
+
+// Name is the backend name the linux backend reports with this driver.
+func (d *Driver) Name() string { return "bcm2711" }

@@ -72,6 +72,8 @@ type Options struct {
 	// everything else stays on the kernel interfaces. The backend then
 	// reports Outputs.Name() as its name and closes Outputs on Close.
 	Outputs Outputs
+	// Note is added to Info.Detail: why this backend and not another.
+	Note string
 }
 
 // Outputs drive the WS2812 LEDs and a standard fan unit's PWM by other
@@ -222,6 +224,9 @@ func Open(ctx context.Context, o Options) (*Backend, error) {
 	b.openLEDs(cfg, miss)
 
 	notes := []string{plat.Detail, "fan: " + string(b.fan)}
+	if o.Note != "" {
+		notes = append(notes, o.Note)
+	}
 	if b.ledDesc != "" {
 		notes = append(notes, "leds: "+b.ledDesc)
 	}
