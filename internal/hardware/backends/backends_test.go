@@ -50,8 +50,8 @@ func blade(t *testing.T, soc string, files map[string]string) agentconfigv1.Linu
 	}[soc]
 	all := map[string]string{
 		"sys/firmware/devicetree/base/compatible": compat,
-		"proc/cmdline":                            "console=tty1 root=PARTUUID=abc rootwait\n",
-		"dev/.keep":                               "",
+		"proc/cmdline": "console=tty1 root=PARTUUID=abc rootwait\n",
+		"dev/.keep":    "",
 	}
 	for k, v := range files {
 		all[k] = v
@@ -95,7 +95,7 @@ func TestBackendChoice(t *testing.T) {
 		"auto, CM4 with kubeblade-leds: linux":    {backend: "auto", soc: "bcm2711", files: kernelLEDs, want: "linux", leds: true, inDetail: "LED class kubeblade:rgb:top"},
 		"auto, CM5 with /dev/leds0: linux": {backend: "auto", soc: "bcm2712", files: map[string]string{"dev/leds0": ""}, want: "linux", leds: true,
 			inDetail: "ws2812-pio-rp1"},
-		"auto, Talos: linux even with /dev/mem": {backend: "auto", soc: "bcm2711", files: map[string]string{"proc/cmdline": "talos.platform=metal\n"}, want: "linux"},
+		"auto, Talos: linux even with /dev/mem":  {backend: "auto", soc: "bcm2711", files: map[string]string{"proc/cmdline": "talos.platform=metal\n"}, want: "linux"},
 		"auto, /dev/mem refused: linux says why": {backend: "auto", soc: "bcm2711", refuse: true, want: "linux", inDetail: "register backend bcm2711 not used: /dev/mem unavailable"},
 		"bcm2711 asked, /dev/mem refused":        {backend: "bcm2711", soc: "bcm2711", refuse: true, want: "linux", inDetail: "hardware.backend bcm2711 unavailable: /dev/mem unavailable"},
 		"bcm2712 asked on a CM4":                 {backend: "bcm2712", soc: "bcm2711", want: "linux", inDetail: "hardware.backend bcm2712 unavailable: this blade's SoC is bcm2711"},
