@@ -59,16 +59,24 @@ vet: ## go vet (also of the -tags nokube build) and gofmt.
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# How Go suites run: plain `go test`, or, under make test (TEST_REPORT_DIR
+# set by hack/test.sh), through gotestsum recording the suite named after the
+# make target for the end-of-run report.
+GOTEST = $(if $(TEST_REPORT_DIR),$(CURDIR)/hack/gotest.sh $@,$(GO) test)
+K8S_ASSETS = $$($(CURDIR)/hack/k8s-tools.sh kube-apiserver etcd)
+
 .PHONY: test
-test: envtest-assets verify-generated vet ## Everything CI checks: vet, unit and envtest suites under -race, then make e2e.
-	KUBEBUILDER_ASSETS=$$(hack/k8s-tools.sh kube-apiserver etcd) ENVTEST_REQUIRED=1 \
-	  $(GO) test -race -count=1 $(PKGS)
-	$(MAKE) --no-print-directory fuzz
-	@# hack/deploy is its own module: chart, manifests, Flux example and image.
-	cd hack/deploy && $(GO) vet ./... && KUBEBUILDER_ASSETS=$$(../../hack/k8s-tools.sh kube-apiserver etcd) ENVTEST_REQUIRED=1 \
-	  $(GO) test -race -count=1 -timeout 20m ./...
-	@# End-to-end: the built binaries as processes (see docs/development.md for the cost).
-	$(MAKE) --no-print-directory e2e
+test: ## Everything CI checks, as timed steps, ending with a table of tests run, passed, failed and skipped per suite.
+	hack/test.sh
+
+.PHONY: unit
+unit: envtest-assets ## Every package's tests under -race, against a real kube-apiserver and etcd.
+	KUBEBUILDER_ASSETS=$(K8S_ASSETS) $(GOTEST) -race -count=1 $(PKGS)
+
+.PHONY: deploy-test
+deploy-test: envtest-assets ## hack/deploy (its own module): chart, manifests, Flux example and image.
+	cd hack/deploy && $(GO) vet ./... && KUBEBUILDER_ASSETS=$(K8S_ASSETS) \
+	  $(GOTEST) -race -count=1 -timeout 20m ./...
 
 # Deployment artefacts: the chart's generated files, the plain manifests and
 # the container image, made by hack/deploy (its own Go module: Helm SDK,
@@ -94,7 +102,7 @@ image: ## Build the multi-arch (linux/arm64, linux/amd64) OCI image into dist/im
 
 .PHONY: fuzz
 fuzz: ## Fuzz the smart fan unit's frame decoder for FUZZTIME (CI runs it briefly in make test).
-	$(GO) test -run '^$$' -fuzz '^FuzzDecoder$$' -fuzztime $(FUZZTIME) ./internal/smartfan/
+	$(GOTEST) -run '^$$' -fuzz '^FuzzDecoder$$' -fuzztime $(FUZZTIME) ./internal/smartfan/
 
 .PHONY: bench-hw
 bench-hw: ## Go benchmarks of tach decoding and the smart fan unit codec.
@@ -120,7 +128,7 @@ e2e: build ## End-to-end tests: the built operator, agents and bladectl as proce
 	CGO_ENABLED=0 $(GO) build -tags $(TAGS) -trimpath -ldflags "$(LDFLAGS) -X github.com/kubeblade/kubeblade/internal/version.version=$(E2E_VERSION)" \
 	  -o $(BIN)/e2e/kubeblade-operator ./cmd/kubeblade-operator
 	KUBEBUILDER_ASSETS=$$(hack/k8s-tools.sh $(E2E_K8S_BINS)) KUBEBLADE_E2E=1 \
-	  $(GO) test -race -count=1 -v -timeout 15m ./test/e2e/
+	  $(GOTEST) -race -count=1 -v -timeout 15m ./test/e2e/
 
 .PHONY: bench-footprint
 bench-footprint: build build-standalone envtest-assets ## Agent memory and CPU over 60 s: lean standalone, full standalone, full in Kubernetes mode.

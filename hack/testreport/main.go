@@ -1,0 +1,280 @@
+// Command testreport prints the end-of-run table of `make test`: for every
+// step its wall time, and for every test suite how many tests ran, passed,
+// failed and were skipped, read from the test2json streams gotestsum
+// recorded (or a counts file for suites that are not Go tests). It exits
+// non-zero when a step failed, a test failed, a suite ran no test at all,
+// or a test skipped because a prerequisite was missing: under make test
+// every suite is required, so a skip of that kind means something was not
+// tested.
+//
+//	go run ./hack/testreport <report-dir>
+//
+// The directory holds steps.tsv (name, seconds, exit status, one step per
+// line, written by hack/test.sh), <suite>.json (test2json) and
+// <suite>.counts ("passed=N failed=N skipped=N", for KUnit and the like).
+package main
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// prerequisiteMarker starts the reason internal/testreq gives a skip.
+const prerequisiteMarker = "SKIP (prerequisite missing)"
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: testreport <report-dir>")
+		os.Exit(2)
+	}
+	r, err := load(os.Args[1])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testreport:", err)
+		os.Exit(2)
+	}
+	problems := r.write(os.Stdout)
+	if len(problems) > 0 {
+		fmt.Println()
+		for _, p := range problems {
+			fmt.Println("FAIL:", p)
+		}
+		os.Exit(1)
+	}
+}
+
+type step struct {
+	name    string
+	seconds float64
+	status  int
+	suite   *suite // nil for steps that run no tests
+}
+
+type suite struct {
+	passed, failed, skipped int
+	// skips maps "package Test" to the reason the test gave.
+	skips map[string]string
+	// failures lists "package Test" of failed tests.
+	failures []string
+	// allSkipped lists packages whose every test skipped: a package must
+	// never pass having run none of its tests.
+	allSkipped []string
+}
+
+type report struct{ steps []*step }
+
+func load(dir string) (*report, error) {
+	f, err := os.Open(filepath.Join(dir, "steps.tsv"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r := &report{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Split(sc.Text(), "\t")
+		if len(fields) != 3 {
+			continue
+		}
+		secs, _ := strconv.ParseFloat(fields[1], 64)
+		status, _ := strconv.Atoi(fields[2])
+		s := &step{name: fields[0], seconds: secs, status: status}
+		if s.suite, err = loadSuite(dir, s.name); err != nil {
+			return nil, fmt.Errorf("step %s: %w", s.name, err)
+		}
+		r.steps = append(r.steps, s)
+	}
+	return r, sc.Err()
+}
+
+func loadSuite(dir, name string) (*suite, error) {
+	if f, err := os.Open(filepath.Join(dir, name+".json")); err == nil {
+		defer f.Close()
+		return parseTest2JSON(f)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, name+".counts"))
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := &suite{skips: map[string]string{}}
+	for _, kv := range strings.Fields(string(b)) {
+		k, v, _ := strings.Cut(kv, "=")
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s.counts: %q is not key=number", name, kv)
+		}
+		switch k {
+		case "passed":
+			s.passed = n
+		case "failed":
+			s.failed = n
+		case "skipped":
+			s.skipped = n
+		default:
+			return nil, fmt.Errorf("%s.counts: unknown key %q", name, k)
+		}
+	}
+	return s, nil
+}
+
+// event is one line of `go test -json` (cmd/test2json).
+type event struct {
+	Action  string
+	Package string
+	Test    string
+	Output  string
+}
+
+func parseTest2JSON(rd io.Reader) (*suite, error) {
+	s := &suite{skips: map[string]string{}}
+	output := map[string]*strings.Builder{} // per test, for skip reasons
+	notSkipped := map[string]int{}          // per package
+	skippedIn := map[string]int{}
+	sc := bufio.NewScanner(rd)
+	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
+	for sc.Scan() {
+		var e event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			continue // build output interleaved by go test; not an event
+		}
+		key := e.Package + " " + e.Test
+		switch e.Action {
+		case "output":
+			if e.Test == "" {
+				continue
+			}
+			b := output[key]
+			if b == nil {
+				b = &strings.Builder{}
+				output[key] = b
+			}
+			if b.Len() < 4096 {
+				b.WriteString(e.Output)
+			}
+		case "pass", "fail", "skip":
+			if e.Test == "" {
+				continue
+			}
+			switch e.Action {
+			case "pass":
+				s.passed++
+				notSkipped[e.Package]++
+			case "fail":
+				s.failed++
+				notSkipped[e.Package]++
+				s.failures = append(s.failures, key)
+			case "skip":
+				s.skipped++
+				skippedIn[e.Package]++
+				s.skips[key] = skipReason(output[key])
+			}
+			delete(output, key)
+		}
+	}
+	for pkg := range skippedIn {
+		if notSkipped[pkg] == 0 {
+			s.allSkipped = append(s.allSkipped, pkg)
+		}
+	}
+	slices.Sort(s.allSkipped)
+	return s, sc.Err()
+}
+
+// skipReason picks the message a skipped test logged: the lines after its
+// "=== RUN" and before "--- SKIP".
+func skipReason(b *strings.Builder) string {
+	if b == nil {
+		return ""
+	}
+	var lines []string
+	for _, l := range strings.Split(b.String(), "\n") {
+		t := strings.TrimSpace(l)
+		if t == "" || strings.HasPrefix(t, "=== ") || strings.HasPrefix(t, "--- ") {
+			continue
+		}
+		lines = append(lines, t)
+	}
+	return strings.Join(lines, " ")
+}
+
+func (r *report) write(w io.Writer) (problems []string) {
+	fmt.Fprintln(w, "make test: steps and suites")
+	fmt.Fprintf(w, "%-22s %9s %7s %7s %7s %8s\n", "step", "time", "tests", "passed", "failed", "skipped")
+	var total float64
+	var all suite
+	for _, s := range r.steps {
+		total += s.seconds
+		line := fmt.Sprintf("%-22s %9s", s.name, dur(s.seconds))
+		if s.suite != nil {
+			t := s.suite
+			line += fmt.Sprintf(" %7d %7d %7d %8d", t.passed+t.failed+t.skipped, t.passed, t.failed, t.skipped)
+			all.passed += t.passed
+			all.failed += t.failed
+			all.skipped += t.skipped
+		}
+		if s.status != 0 {
+			line += fmt.Sprintf("   exit status %d", s.status)
+			problems = append(problems, fmt.Sprintf("step %s exited with status %d", s.name, s.status))
+		}
+		fmt.Fprintln(w, line)
+		if s.suite == nil {
+			continue
+		}
+		for _, f := range s.suite.failures {
+			problems = append(problems, fmt.Sprintf("%s: %s failed", s.name, f))
+		}
+		for _, pkg := range s.suite.allSkipped {
+			problems = append(problems, fmt.Sprintf("%s: package %s skipped every test it has", s.name, pkg))
+		}
+		if s.status == 0 && s.suite.passed == 0 {
+			problems = append(problems, fmt.Sprintf("suite %s passed no test: a required suite must run", s.name))
+		}
+		for _, k := range sortedKeys(s.suite.skips) {
+			if strings.Contains(s.suite.skips[k], prerequisiteMarker) {
+				problems = append(problems, fmt.Sprintf("%s: %s skipped for a missing prerequisite, which make test requires", s.name, k))
+			}
+		}
+	}
+	fmt.Fprintf(w, "%-22s %9s %7d %7d %7d %8d\n", "total", dur(total), all.passed+all.failed+all.skipped, all.passed, all.failed, all.skipped)
+
+	var skipped []string
+	for _, s := range r.steps {
+		if s.suite == nil {
+			continue
+		}
+		for _, k := range sortedKeys(s.suite.skips) {
+			skipped = append(skipped, fmt.Sprintf("  %s: %s — %s", s.name, k, cmp.Or(s.suite.skips[k], "(no reason given)")))
+		}
+	}
+	if len(skipped) > 0 {
+		fmt.Fprintln(w, "\nskipped tests and their reasons:")
+		for _, l := range skipped {
+			fmt.Fprintln(w, l)
+		}
+	}
+	return problems
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func dur(secs float64) string {
+	return (time.Duration(secs * float64(time.Second))).Round(100 * time.Millisecond).String()
+}
