@@ -104,6 +104,19 @@ image: ## Build the multi-arch (linux/arm64, linux/amd64) OCI image into dist/im
 fuzz: ## Fuzz the smart fan unit's frame decoder for FUZZTIME (CI runs it briefly in make test).
 	$(GOTEST) -run '^$$' -fuzz '^FuzzDecoder$$' -fuzztime $(FUZZTIME) ./internal/smartfan/
 
+# The hardware rig: a small x86_64 kernel from Debian's linux-source-6.12
+# (built once, cached under ~/.cache/kubeblade/kernel) boots in QEMU with
+# each package's in-guest tests (build tag guest) as its init.
+GUEST_KERNEL_FRAGMENTS ?= hack/kernel/guest.config
+HWTEST_PKGS ?= ./internal/guest/ ./internal/hardware/linux/
+
+.PHONY: hwtest
+hwtest: ## The linux backend's tests inside a QEMU guest on a real 6.12 kernel (gpio-sim, pwm-gpio); builds the kernel once.
+	@hack/kernel/deps.sh
+	kernel=$$(hack/kernel/build.sh $(GUEST_KERNEL_FRAGMENTS)) && \
+	  KUBEBLADE_HWTEST=1 KUBEBLADE_GUEST_KERNEL=$$kernel KUBEBLADE_TEST_REQUIRED=1 KUBEBLADE_GUEST_LOGDIR=$(BIN)/hwtest \
+	  $(GOTEST) -count=1 -timeout 15m -v -run '^TestGuest' $(HWTEST_PKGS)
+
 .PHONY: bench-hw
 bench-hw: ## Go benchmarks of tach decoding and the smart fan unit codec.
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/tach/ ./internal/smartfan/

@@ -33,6 +33,9 @@ type Opened struct {
 type Deps struct {
 	Clock  clock.WithTicker
 	Logger *slog.Logger
+	// NoTach is tachEnabled: false. The tach is then not opened at all,
+	// so its GPIO line stays free (the setting takes effect at start).
+	NoTach bool
 	// DevMem opens the physical-memory device for the register backends
 	// (default regs.OpenDevMem); tests pass a register file.
 	DevMem func(path string) (regs.Mapper, error)
@@ -80,7 +83,8 @@ func Open(ctx context.Context, cfg agentconfigv1.HardwareConfig, deps Deps) (Ope
 // false, so the agent can say so (and the node be labelled) instead of
 // crash-looping.
 func openLinux(ctx context.Context, cfg agentconfigv1.LinuxHardwareConfig, deps Deps, out linux.Outputs, note string) (Opened, error) {
-	b, err := linux.Open(ctx, linux.Options{Config: cfg, Clock: deps.Clock, Logger: deps.Logger, GPIO: deps.GPIO, Outputs: out, Note: note})
+	b, err := linux.Open(ctx, linux.Options{Config: cfg, Clock: deps.Clock, Logger: deps.Logger, GPIO: deps.GPIO,
+		NoTach: deps.NoTach, Outputs: out, Note: note})
 	if err != nil {
 		if out != nil {
 			out.Close()

@@ -126,13 +126,3 @@ func TestLEDDriverBadInput(t *testing.T) {
 		})
 	}
 }
-
-func merge(ms ...map[string]string) map[string]string {
-	out := map[string]string{}
-	for _, m := range ms {
-		for k, v := range m {
-			out[k] = v
-		}
-	}
-	return out
-}
