@@ -283,7 +283,6 @@ func TestMulticolorLED(t *testing.T) {
 	}
 }
 
-
 func TestDeviceIdentity(t *testing.T) {
 	root := tree(t, map[string]string{
 		"devices/platform/soc/1f00098000.pwm/of_node/compatible": "raspberrypi,rp1-pwm\x00",
