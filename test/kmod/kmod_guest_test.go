@@ -386,6 +386,13 @@ func TestModule(t *testing.T) {
 			if err := b.Close(); err != nil {
 				t.Fatal(err)
 			}
+			// The agent leaves the fan channel exported at 100 % when it
+			// stops (the kernel keeps it so); an exported channel holds
+			// the module, so it is unexported before unloading.
+			chip := ourPWMChip(t)
+			if err := write(chip+"/unexport", "0"); err != nil {
+				t.Fatal(err)
+			}
 			rmmod(t, "kubeblade_leds")
 			loaded = false
 			for _, gone := range []string{ledTop, ledEdge, "/sys/kernel/debug/kubeblade-leds", "/sys/devices/platform/kubeblade-leds", "/sys/module/kubeblade_leds"} {
@@ -414,4 +421,17 @@ func TestModule(t *testing.T) {
 	if leaks := read(t, kmemleak); leaks != "" {
 		t.Errorf("kmemleak after loading and unloading the module twice:\n%s", leaks)
 	}
+}
+
+// ourPWMChip is the sysfs directory of the module's PWM chip.
+func ourPWMChip(t *testing.T) string {
+	t.Helper()
+	chips, _ := filepath.Glob("/sys/class/pwm/pwmchip*")
+	for _, c := range chips {
+		if dev, err := filepath.EvalSymlinks(c + "/device"); err == nil && filepath.Base(dev) == "kubeblade-leds" {
+			return c
+		}
+	}
+	t.Fatalf("no PWM chip of kubeblade-leds among %v", chips)
+	return ""
 }

@@ -107,10 +107,6 @@ const (
 	// another clock domain and back-to-back writes can be lost (BERR), which
 	// is why the old agent paused 10 µs between them.
 	RegisterPause = 10 * time.Microsecond
-	// pollLimit bounds every busy-wait: a peripheral that never answers is
-	// an error, not a hang.
-	pollLimit = 10_000
-	pollPause = time.Microsecond
 )
 
 // Serializer is the PWM serializer as an LED frame uses it.
@@ -200,13 +196,7 @@ func (d *Driver) setClock() error {
 }
 
 func (d *Driver) poll(what string, done func() bool) error {
-	for i := 0; i < pollLimit; i++ {
-		if done() {
-			return nil
-		}
-		d.sleep(pollPause)
-	}
-	return fmt.Errorf("bcm2711: %s: no answer after %d polls", what, pollLimit)
+	return regs.Poll(d.sleep, "bcm2711: "+what, done)
 }
 
 // setFsel sets the function of a pin in GPFSEL1 (GPIO10–19).

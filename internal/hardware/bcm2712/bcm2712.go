@@ -104,8 +104,6 @@ const (
 	FeedTimeout = 5 * time.Millisecond
 	// TrailingWords of low end every frame.
 	TrailingWords = 2
-	pollLimit     = 10_000
-	pollPause     = time.Microsecond
 )
 
 // Serializer is channel 2 as an LED frame uses it: 64 sub-bits (two words)
@@ -170,6 +168,9 @@ func (d *Driver) setFuncsel(pin int, f uint32) {
 	d.gpio.Write(GPIOCtrl(pin), v&^FuncselMask|f)
 }
 
+// global is the global control register without its SET_UPDATE strobe.
+func (d *Driver) global() uint32 { return d.pwm.Read(RegGlobal) &^ GlobalSetUpdate }
+
 // update latches the shadowed channel settings on the next PWM clock edge.
 func (d *Driver) update(global uint32) {
 	d.pwm.Write(RegGlobal, global|GlobalSetUpdate)
@@ -182,7 +183,7 @@ func (d *Driver) StartFan() error {
 	if d.closed {
 		return errors.New("bcm2712: closed")
 	}
-	g := d.pwm.Read(RegGlobal) &^ GlobalSetUpdate
+	g := d.global()
 	d.update(g &^ ChanEnable(ChanFan))
 	d.pwm.Write(RegChanCtrl(ChanFan), CtrlFIFOPopMask|ModeTrailingEdge)
 	d.pwm.Write(RegRange(ChanFan), FanPeriodTicks-1)
@@ -205,7 +206,7 @@ func (d *Driver) SetFanPercent(p uint8) error {
 		return fmt.Errorf("bcm2712 fan: %w", hardware.ErrNotSupported)
 	}
 	d.pwm.Write(RegDuty(ChanFan), FanPeriodTicks*uint32(p)/100)
-	d.update(d.pwm.Read(RegGlobal) &^ GlobalSetUpdate)
+	d.update(d.global())
 	return nil
 }
 
@@ -222,7 +223,7 @@ func (d *Driver) SetLEDs(top, edge hardware.Color) error {
 	if d.closed {
 		return errors.New("bcm2712: closed")
 	}
-	g := d.pwm.Read(RegGlobal) &^ GlobalSetUpdate
+	g := d.global()
 	d.update(g &^ ChanEnable(ChanLED))
 	d.pwm.Write(RegChanCtrl(ChanLED), CtrlFIFOPopMask|CtrlUseFIFO|ModeSerializer)
 	d.pwm.Write(RegRange(ChanLED), LEDRange)
@@ -283,13 +284,7 @@ func (d *Driver) feed(words []uint32, g uint32) error {
 }
 
 func (d *Driver) poll(what string, done func() bool) error {
-	for i := 0; i < pollLimit; i++ {
-		if done() {
-			return nil
-		}
-		d.sleep(pollPause)
-	}
-	return fmt.Errorf("bcm2712: %s: no answer after %d polls", what, pollLimit)
+	return regs.Poll(d.sleep, "bcm2712: "+what, done)
 }
 
 // Close unmaps the registers; the fan keeps its last duty.

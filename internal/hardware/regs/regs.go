@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -135,4 +136,19 @@ func Usable(path string, phys int64) error {
 func IsTalos(procRoot string) bool {
 	b, err := os.ReadFile(procRoot + "/cmdline")
 	return err == nil && strings.Contains(string(b), "talos.platform=")
+}
+
+// PollLimit bounds every busy-wait of the register drivers.
+const PollLimit = 10_000
+
+// Poll calls done until it reports true, pausing between calls, at most
+// PollLimit times: a peripheral that never answers is an error, not a hang.
+func Poll(sleep func(time.Duration), what string, done func() bool) error {
+	for i := 0; i < PollLimit; i++ {
+		if done() {
+			return nil
+		}
+		sleep(time.Microsecond)
+	}
+	return fmt.Errorf("%s: no answer after %d polls", what, PollLimit)
 }
