@@ -180,10 +180,11 @@ static void kbl_test_brightness_scaling(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, sub[0].brightness, 255);
 	KUNIT_EXPECT_EQ(test, sub[1].brightness, 128);
 	KUNIT_EXPECT_EQ(test, sub[2].brightness, 1);
+	/* half brightness, rounded to the nearest: 128 * 1 / 255 is 1 */
 	KUNIT_ASSERT_EQ(test, led_mc_calc_color_components(&mc, 128), 0);
 	KUNIT_EXPECT_EQ(test, sub[0].brightness, 128);
 	KUNIT_EXPECT_EQ(test, sub[1].brightness, 64);
-	KUNIT_EXPECT_EQ(test, sub[2].brightness, 0);
+	KUNIT_EXPECT_EQ(test, sub[2].brightness, 1);
 }
 
 static struct kunit_case kbl_test_cases[] = {

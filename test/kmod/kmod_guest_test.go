@@ -73,18 +73,21 @@ func loadClass(t *testing.T) {
 	}
 }
 
-// kmsg returns the kernel log records from /dev/kmsg, messages only.
+// kmsg returns the kernel log records from /dev/kmsg, messages only. It
+// reads the descriptor with plain system calls: through an os.File, Go's
+// poller would wait for the next record instead of returning EAGAIN at the
+// end of the log.
 func kmsg(t *testing.T) []string {
 	t.Helper()
-	f, err := os.OpenFile("/dev/kmsg", os.O_RDONLY|unix.O_NONBLOCK, 0)
+	fd, err := unix.Open("/dev/kmsg", unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer unix.Close(fd)
 	var out []string
 	buf := make([]byte, 8192)
 	for {
-		n, err := f.Read(buf)
+		n, err := unix.Read(fd, buf)
 		if err != nil {
 			if errors.Is(err, unix.EAGAIN) {
 				return out
