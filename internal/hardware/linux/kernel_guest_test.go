@@ -77,7 +77,9 @@ func lineInfo(t *testing.T, sim *gpiosim.Chip, offset int) gpio.LineInfo {
 // that masks /sys/firmware), the SoC comes from the GPIO chip's label.
 func TestKernelDetection(t *testing.T) {
 	needSim(t)
-	if _, err := os.Stat("/sys/firmware/devicetree/base"); err == nil {
+	// The guest kernel has devicetree support (for the LED driver's
+	// module build) but no devicetree: at most an empty root.
+	if _, err := os.Stat("/sys/firmware/devicetree/base/compatible"); err == nil {
 		t.Fatal("this guest has a devicetree; the test assumes none")
 	}
 	for _, tc := range []struct{ label, soc string }{
