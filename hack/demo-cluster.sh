@@ -67,6 +67,12 @@ export BLADECTL_CONFIG="$dir/bladectl.yaml"
 for n in $NODES; do
   bladectl config add "$n" --server "unix://$DEMO_DIR/blades/$n/agent.sock" >/dev/null
 done
+# The rack view draws Nodes by these optional labels: one demo chassis.
+slot=0
+for n in $NODES; do
+  slot=$((slot + 1))
+  kubectl label node "$n" kubeblade.io/chassis=demo-rack "kubeblade.io/slot=$slot" --overwrite >/dev/null
+done
 # The built-in "local" blade is the agent socket of a real blade host.
 bladectl config remove local >/dev/null 2>&1 || true
 bladectl config use blade-1 >/dev/null
@@ -99,6 +105,9 @@ In another shell:
   # change the config: applied live, no restart (status.config.generation)
   kubectl patch bladeconfig default --type merge -p '{"spec":{"agent":{"criticalCelsius":70}}}'
   kubectl get blades -o custom-columns=NAME:.metadata.name,CONFIG:.status.config.name,GEN:.status.config.generation
+
+  # the rack view in your browser: live LEDs and temperatures, click a blade to identify it
+  bladectl dashboard --open                 # serves http://127.0.0.1:8080/ (docs/dashboard.md)
 
   # the agents' own gRPC API over their unix sockets, and the Kubernetes mode
   bladectl --blade blade-1 status;  bladectl -A monitor
@@ -165,5 +174,14 @@ bladectl --blade blade-2 status | grep -q '#ff8000' || fail "the edge LED overri
 run bladectl --blade blade-2 led edge clear
 run bladectl -A status
 run bladectl --blade blade-1 monitor --timeout 2s
+
+bold "7. The rack view: bladectl dashboard serves the live page (open it with --open)"
+bladectl dashboard --listen 127.0.0.1:0 >"$dir/dashboard.log" 2>&1 &
+dpid=$!
+until_ok "bladectl dashboard serving" 20 'grep -q "http://127.0.0.1:" "$dir/dashboard.log"'
+url=$(grep -o 'http://127.0.0.1:[0-9]*/' "$dir/dashboard.log" | head -1)
+echo "  $(head -1 "$dir/dashboard.log")"
+until_ok "the page's stream shows blade-1 in demo-rack" 20 '{ curl -sN -m 2 "${url}api/stream" || true; } | grep -q "\"name\":\"blade-1\",\"chassis\":\"demo-rack\""'
+kill "$dpid"; wait "$dpid" 2>/dev/null || true
 
 bold "Demo walk-through passed"

@@ -29,6 +29,8 @@
 # build once and readers never see half a result. The pristine source tree is
 # never written to: builds use a symlink copy of it (work/NAME-ARCH/src), in
 # which only the patched Kconfig/Makefile files and the driver links are real.
+# Profiles that share a NAME (builds with different fragments, say) share the
+# O= directory and rebuild only what their configs change.
 set -euo pipefail
 self=$(readlink -f "$0")
 here=$(dirname "$self")
@@ -95,26 +97,38 @@ work="$cache/work/$name-$arch"
 tree="$work/src" obj="$work/obj" log="$work/build.log"
 mkdir -p "$work" "$obj"
 
-# The symlink tree: recreated when the source or the set of driver
-# directories changes (links keep their targets' times, so nothing rebuilds
-# for that alone).
-layout="$src $(printf '%s\n' "${!dirmap[@]}" | sort | tr '\n' ' ')"
-if [ "$(cat "$work/layout" 2>/dev/null)" != "$layout" ]; then
+# The tree: a symlink copy of the pristine source, made once per source
+# version. Driver directories are applied as a few real files and links on
+# top, recorded in $work/patched so the next build undoes exactly those
+# first; links keep their targets' times, so nothing rebuilds for that.
+if [ "$(cat "$work/src.version" 2>/dev/null)" != "$src" ] || [ ! -f "$tree/Makefile" ]; then
   echo "kernel/build: preparing the source tree for $name-$arch" >&2
-  rm -rf "$tree" "$work/layout"
+  rm -rf "$tree" "$work/src.version" "$work/patched"
   cp -as "$src" "$tree"
-  for t in "${!dirmap[@]}"; do
-    parent=$(dirname "$t") base=$(basename "$t")
+  echo "$src" >"$work/src.version"
+fi
+rm -f "$work/layout" # an older build.sh's record of the tree
+if [ -f "$work/patched" ]; then
+  while IFS= read -r rel; do
+    rm -rf "${tree:?}/$rel"
+    if [ -e "$src/$rel" ]; then ln -s "$src/$rel" "$tree/$rel"; fi
+  done <"$work/patched"
+  rm -f "$work/patched"
+fi
+declare -A copied=()
+for t in $(printf '%s\n' "${!dirmap[@]}" | sort); do
+  parent=$(dirname "$t") base=$(basename "$t")
+  printf '%s\n' "$t" >>"$work/patched"
+  if [ -z "${copied[$parent]:-}" ]; then
+    printf '%s\n' "$parent/Kconfig" "$parent/Makefile" >>"$work/patched"
     for f in Kconfig Makefile; do
       rm -f "$tree/$parent/$f"
       cat "$src/$parent/$f" >"$tree/$parent/$f"
     done
-    echo "source \"$t/Kconfig\"" >>"$tree/$parent/Kconfig"
-    echo "obj-y += $base/" >>"$tree/$parent/Makefile"
-  done
-  echo "$layout" >"$work/layout"
-fi
-for t in "${!dirmap[@]}"; do
+    copied[$parent]=1
+  fi
+  echo "source \"$t/Kconfig\"" >>"$tree/$parent/Kconfig"
+  echo "obj-y += $base/" >>"$tree/$parent/Makefile"
   ln -sfn "${dirmap[$t]}" "$tree/$t"
 done
 

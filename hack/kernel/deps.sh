@@ -5,7 +5,7 @@
 #
 #   hack/kernel/deps.sh [extra-package...]
 set -euo pipefail
-want=(gcc make flex bison bc cpio perl libelf-dev libssl-dev qemu-system-x86 "$@")
+want=(gcc make flex bison bc cpio perl xz-utils libelf-dev libssl-dev qemu-system-x86 "$@")
 missing=()
 for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

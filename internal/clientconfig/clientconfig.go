@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -18,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubeblade/kubeblade/internal/atomicfile"
 	"github.com/kubeblade/kubeblade/internal/pki"
 )
 
@@ -100,24 +103,33 @@ func Load(path string) (cfg *Config, exists bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
-	cfg = &Config{}
-	if err := yaml.UnmarshalStrict(b, cfg); err != nil {
+	cfg, err = Parse(b)
+	if err != nil {
 		return nil, true, fmt.Errorf("%s: %w", path, err)
 	}
+	return cfg, true, nil
+}
+
+// Parse decodes a config file's contents, refusing unknown keys.
+func Parse(b []byte) (*Config, error) {
+	cfg := &Config{}
+	if err := yaml.UnmarshalStrict(b, cfg); err != nil {
+		return nil, err
+	}
 	if cfg.Kind != "" && cfg.Kind != Kind {
-		return nil, true, fmt.Errorf("%s: kind is %q, want %q", path, cfg.Kind, Kind)
+		return nil, fmt.Errorf("kind is %q, want %q", cfg.Kind, Kind)
 	}
 	seen := map[string]bool{}
 	for _, b := range cfg.Blades {
 		if b.Name == "" {
-			return nil, true, fmt.Errorf("%s: a blade has no name", path)
+			return nil, errors.New("a blade has no name")
 		}
 		if seen[b.Name] {
-			return nil, true, fmt.Errorf("%s: blade %q is listed twice", path, b.Name)
+			return nil, fmt.Errorf("blade %q is listed twice", b.Name)
 		}
 		seen[b.Name] = true
 	}
-	return cfg, true, nil
+	return cfg, nil
 }
 
 // Save writes cfg to path atomically with mode 0600: it may hold a
@@ -130,7 +142,7 @@ func Save(path string, cfg *Config) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, b, 0o600)
+	return atomicfile.Write(path, b, 0o600)
 }
 
 // Marshal encodes cfg as YAML, setting its apiVersion and kind.
@@ -139,27 +151,30 @@ func Marshal(cfg *Config) ([]byte, error) {
 	return yaml.Marshal(cfg)
 }
 
-// WriteFileAtomic writes data to a temporary file beside path and renames
-// it into place, so a crash never leaves a half-written file.
+// WriteFileAtomic writes data to path atomically.
+//
+// Deprecated: use atomicfile.Write; this forwards to it until every caller moved.
 func WriteFileAtomic(path string, data []byte, mode fs.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
+	return atomicfile.Write(path, data, mode)
+}
+
+// ForAdmin is the file an agent writes for its local admin: the blade,
+// named host, over mutual TLS at serverHost:port with the credentials
+// inline, so the admin can copy the one file to a workstation, and, with a
+// socket path, "<host>-local" over the unix socket.
+func ForAdmin(host, serverHost string, port int, socketPath string, caPEM, certPEM, keyPEM []byte) ([]byte, error) {
+	b64 := base64.StdEncoding.EncodeToString
+	cfg := &Config{CurrentBlade: host}
+	cfg.Set(host, Blade{
+		Server:                   net.JoinHostPort(serverHost, strconv.Itoa(port)),
+		CertificateAuthorityData: b64(caPEM),
+		ClientCertificateData:    b64(certPEM),
+		ClientKeyData:            b64(keyPEM),
+	})
+	if socketPath != "" {
+		cfg.Set(host+"-local", Blade{Server: "unix://" + socketPath})
 	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return Marshal(cfg)
 }
 
 // Lookup returns the named blade.

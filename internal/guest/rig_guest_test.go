@@ -24,8 +24,8 @@ func TestKernelRig(t *testing.T) {
 		"/sys/class/leds",             // CONFIG_LEDS_CLASS
 		"/sys/bus/platform/drivers/pwm-gpio",
 		"/sys/bus/platform/drivers/gpio-aggregator/new_device",
-		"/proc/modules",           // CONFIG_MODULES
-		"/sys/kernel/debug/kunit", // CONFIG_KUNIT with debugfs
+		"/proc/modules",                              // CONFIG_MODULES
+		"/sys/module/kunit/parameters/stats_enabled", // CONFIG_KUNIT
 		"/dev/ptmx",
 	} {
 		if _, err := os.Stat(p); err != nil {

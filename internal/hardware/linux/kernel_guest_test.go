@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -77,10 +78,10 @@ func lineInfo(t *testing.T, sim *gpiosim.Chip, offset int) gpio.LineInfo {
 // that masks /sys/firmware), the SoC comes from the GPIO chip's label.
 func TestKernelDetection(t *testing.T) {
 	needSim(t)
-	// The guest kernel has devicetree support (for the LED driver's
-	// module build) but no devicetree: at most an empty root.
+	// A kernel with CONFIG_OF on x86 may show an empty devicetree root;
+	// what matters is that it names no machine.
 	if _, err := os.Stat("/sys/firmware/devicetree/base/compatible"); err == nil {
-		t.Fatal("this guest has a devicetree; the test assumes none")
+		t.Fatal("this guest's devicetree names a machine; the test assumes none")
 	}
 	for _, tc := range []struct{ label, soc string }{
 		{linux.LabelBCM2711, linux.SoCBCM2711},
@@ -217,9 +218,18 @@ func TestKernelCM4Blade(t *testing.T) {
 	})
 
 	t.Run("tach from edges at known rates", func(t *testing.T) {
-		for _, rpm := range []float64{1200, 3000} {
-			// 2 pulses per revolution, falling edges counted.
+		for _, rpm := range []float64{1200, 2400} {
+			// 2 pulses per revolution, falling edges counted. The
+			// generator records when it made each falling edge; under
+			// emulation on a busy host it falls behind the nominal rate
+			// (seen: 961 of 1200, 1961 of 3000, 1096 of 2400 RPM), so
+			// the meter is held to the rate actually generated (within
+			// 5 %), and that to the nominal one only loosely. Each rate
+			// starts from a stopped fan, so the meter's 2 s window holds
+			// only its edges.
 			period := time.Duration(float64(time.Minute) / (rpm * 2))
+			var mu sync.Mutex
+			var falls []time.Time
 			stop := make(chan struct{})
 			done := make(chan struct{})
 			go func() {
@@ -234,21 +244,50 @@ func TestKernelCM4Blade(t *testing.T) {
 						return
 					case <-tick.C:
 						level = !level
+						now := time.Now()
 						sim.SetPull(13, level)
+						if !level {
+							mu.Lock()
+							falls = append(falls, now)
+							mu.Unlock()
+						}
 					}
 				}
 			}()
-			var last float64
-			testwait.Eventually(t, 10*time.Second, fmt.Sprintf("%.0f RPM", rpm), func(context.Context) (bool, string) {
-				last, _ = b.FanRPM()
-				return math.Abs(last-rpm) < rpm*0.1, fmt.Sprintf("%.0f RPM", last)
+			generated := func() (float64, int) {
+				mu.Lock()
+				defer mu.Unlock()
+				// The meter's window: the last 2 s.
+				var in []time.Time
+				for _, f := range falls {
+					if time.Since(f) <= 2*time.Second {
+						in = append(in, f)
+					}
+				}
+				if len(in) < 2 {
+					return 0, len(in)
+				}
+				span := in[len(in)-1].Sub(in[0])
+				return float64(len(in)-1) / span.Minutes() / 2, len(in)
+			}
+			var seen string
+			began := time.Now()
+			testwait.Eventually(t, 20*time.Second, fmt.Sprintf("the meter to read the generated ~%.0f RPM", rpm), func(context.Context) (bool, string) {
+				got, _ := b.FanRPM()
+				want, n := generated()
+				ok := n >= 30 && math.Abs(got-want) < want*0.05 && want > rpm*0.25 && want < rpm*1.1
+				seen = fmt.Sprintf("meter %.0f RPM, generated %.0f RPM from %d edges (nominal %.0f)", got, want, n, rpm)
+				return ok, seen
 			})
+			t.Logf("after %s: %s", time.Since(began).Round(time.Millisecond), seen)
 			close(stop)
 			<-done
+			stopped := time.Now()
 			testwait.Eventually(t, 10*time.Second, "the stopped fan to read 0", func(context.Context) (bool, string) {
-				last, _ = b.FanRPM()
-				return last == 0, fmt.Sprintf("%.0f RPM", last)
+				got, _ := b.FanRPM()
+				return got == 0, fmt.Sprintf("%.0f RPM", got)
 			})
+			t.Logf("stopped fan read 0 after %s", time.Since(stopped).Round(time.Millisecond))
 		}
 	})
 
@@ -320,6 +359,11 @@ func TestKernelTachOff(t *testing.T) {
 // driver_override rebinds it to pwm-gpio, which then holds the line under
 // the device's name, as it does for its devicetree node on a Pi. gpio-sim
 // cannot carry it: its chips sleep, and pwm-gpio refuses sleeping GPIOs.
+// gpio-mockup says it does not sleep but takes a mutex in .set, which
+// pwm-gpio calls under its spinlock: a kernel with lockdep (the LED
+// driver's fragment turns it on) prints "BUG: Invalid wait context" for it
+// once. That is the mockup's flaw, not the backend's; a Pi's pin
+// controllers take spinlocks there.
 func pwmGPIO(t *testing.T, chipLabel string) (dev string) {
 	t.Helper()
 	drivers := "/sys/bus/platform/drivers"
@@ -395,6 +439,7 @@ func TestKernelPWMGPIOFan(t *testing.T) {
 		b.Close()
 		t.Fatalf("detail %s", b.Info().Detail)
 	}
+	t.Logf("%s is %s (driver %s); backend: %s", chip.Name, dev, chip.Device.Driver, b.Info().Detail)
 	attr := func(name string) string {
 		v, _ := os.ReadFile(filepath.Join("/sys/class/pwm", chip.Name, "pwm0", name))
 		return strings.TrimSpace(string(v))

@@ -47,12 +47,12 @@ var (
 	lineFan     = gpio.LineSpec{Name: "GPIO12", Offset: 12}
 )
 
-// Line biases. The button is active low with no pull of its own on the
-// blade, so it needs the pull-up the old agent also requests. PoE detect
-// is driven high by the PoE+ circuit; undriven (USB-C power) it must read
-// low, "not PoE+", which is the SoC's reset default on GPIO23 (pull-down),
-// where the old agent's pull-up would report PoE+ on any blade whose
-// detect output floats.
+// Line biases. The button is active low, pressed pulls it to ground; the
+// old agent requests a pull-up and so do we. PoE detect is high for
+// 802.3at; the BCM2711's reset default on GPIO23 is a pull-down, which the
+// old agent overrode with a pull-up, so a detect output that is not driven
+// (how it behaves without PoE+ has not been checked on a board) read as
+// PoE+. With the pull-down an undriven line reads "not PoE+".
 const (
 	biasButton = gpio.BiasPullUp
 	biasPoE    = gpio.BiasPullDown

@@ -335,7 +335,9 @@ func TestCM4StandardFanUnit(t *testing.T) {
 
 	// Button: falling edge, pulled up, kernel-debounced; the event carries
 	// when the kernel saw the edge, 40 ms before the agent's clock reads.
-	// PoE detect pulled down: undriven reads "not PoE+".
+	// PoE detect pulled down, the BCM2711's reset default on GPIO23: an
+	// undriven line reads "not PoE+" (the old agent's pull-up would
+	// report PoE+; hardware-facts.md, Pins).
 	if r := chip.Line(23).Request(); r.Bias != gpio.BiasPullDown || r.Output {
 		t.Fatalf("PoE detect request %+v: want an input with a pull-down", r)
 	}
@@ -645,7 +647,8 @@ func TestSmartFanUnit(t *testing.T) {
 }
 
 // TestSilentUARTNeverClaimsItsPins: with the UART overlay on, GPIO12/13
-// are the UART's. A unit that stays silent (powered later, say) must not
+// are the UART's (UART5 on a CM4, RP1 UART4 on a CM5; the UART and PWM
+// overlays are mutually exclusive, hardware-facts.md). A unit that stays silent (powered later, say) must not
 // make the agent take them as GPIO for the standard unit; the fan is
 // reported failing until the unit speaks, and then it works.
 func TestSilentUARTNeverClaimsItsPins(t *testing.T) {
@@ -866,7 +869,9 @@ func TestTachOffLeavesGPIO13Alone(t *testing.T) {
 }
 
 // TestCloseLeavesTheFanSafe: what the agent's safe exit set survives it
-// where the kernel allows.
+// where the kernel allows. Sysfs PWM keeps its state after the process;
+// mainline pinctrl-bcm2835 turns a released output into an input but does
+// not touch its pull (bcm2835_pmx_free, unless persist_gpio_outputs).
 func TestCloseLeavesTheFanSafe(t *testing.T) {
 	t.Run("sysfs PWM stays enabled at 100 %", func(t *testing.T) {
 		root, drv, _ := cm4Blade(t, nil)

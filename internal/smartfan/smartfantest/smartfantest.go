@@ -15,7 +15,9 @@
 //     (updateFanSpeed);
 //   - every 2 s it reads the EMC2101 and sends the internal temperature to
 //     the left blade, the external one to the right and the RPM to both; if
-//     a read fails it resets the CPU instead of sending (metricReporter);
+//     the last read (the RPM) fails it resets the CPU 100 ms later instead
+//     of sending (metricReporter; the model resets at once and boots
+//     instantly);
 //   - the button counts falling edges; 600 ms after the first one, one
 //     press is reported to the left blade, two to the right, more to nobody;
 //   - a reset forgets everything: requests, the shared percent, LEDs, half
