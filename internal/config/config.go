@@ -38,6 +38,12 @@ const (
 	DefaultIdleColor         = "#001000"
 	DefaultIdentifyColor     = "#100010"
 	DefaultCriticalColor     = "#400000"
+	// Maintenance amber, safe-to-pull blue (the colour servers use for
+	// "may be removed"), node attention yellow; dim like the others.
+	DefaultMaintenanceColor   = "#301000"
+	DefaultSafeToPullColor    = "#000040"
+	DefaultNodeAttentionColor = "#302000"
+	DefaultFanPeerLostPercent = 60
 	DefaultSocketPath        = "/run/kubeblade/agent.sock"
 	DefaultRemotePort        = 8081
 	DefaultMetricsAddress    = ":9666"
@@ -47,7 +53,9 @@ const (
 // Default returns the configuration used where nothing else is set.
 func Default() agentconfigv1.AgentConfig {
 	tach := true
+	lost := int32(DefaultFanPeerLostPercent)
 	return agentconfigv1.AgentConfig{
+		FanPeerLostPercent: &lost,
 		FanCurve: []agentconfigv1.FanCurveStep{
 			{TemperatureCelsius: 45, Percent: 40},
 			{TemperatureCelsius: 55, Percent: 80},
@@ -59,6 +67,10 @@ func Default() agentconfigv1.AgentConfig {
 			IdleColor:     DefaultIdleColor,
 			IdentifyColor: DefaultIdentifyColor,
 			CriticalColor: DefaultCriticalColor,
+
+			MaintenanceColor:   DefaultMaintenanceColor,
+			SafeToPullColor:    DefaultSafeToPullColor,
+			NodeAttentionColor: DefaultNodeAttentionColor,
 		},
 		Hardware: agentconfigv1.HardwareConfig{Backend: agentconfigv1.BackendAuto},
 		GRPC: agentconfigv1.GRPCConfig{
@@ -306,11 +318,16 @@ func Validate(cfg agentconfigv1.AgentConfig) error {
 	if cfg.HysteresisCelsius < 0 || cfg.HysteresisCelsius > 50 {
 		add("hysteresisCelsius: %d is outside 0–50", cfg.HysteresisCelsius)
 	}
+	if p := cfg.FanPeerLostPercent; p != nil && (*p < 0 || *p > 100) {
+		add("fanPeerLostPercent: %d is outside 0–100", *p)
+	}
 	if cfg.HysteresisCelsius >= cfg.CriticalCelsius {
 		add("hysteresisCelsius: %d must be below criticalCelsius %d", cfg.HysteresisCelsius, cfg.CriticalCelsius)
 	}
 	for key, c := range map[string]string{
 		"leds.idleColor": cfg.LEDs.IdleColor, "leds.identifyColor": cfg.LEDs.IdentifyColor, "leds.criticalColor": cfg.LEDs.CriticalColor,
+		"leds.maintenanceColor": cfg.LEDs.MaintenanceColor, "leds.safeToPullColor": cfg.LEDs.SafeToPullColor,
+		"leds.nodeAttentionColor": cfg.LEDs.NodeAttentionColor,
 	} {
 		if !strings.HasPrefix(c, "#") {
 			add("%s: %q is not a colour in #rrggbb form", key, c)
@@ -370,7 +387,18 @@ func Settings(cfg agentconfigv1.AgentConfig) (core.Settings, error) {
 	idle, _ := hardware.ParseColor(cfg.LEDs.IdleColor)
 	ident, _ := hardware.ParseColor(cfg.LEDs.IdentifyColor)
 	crit, _ := hardware.ParseColor(cfg.LEDs.CriticalColor)
+	maint, _ := hardware.ParseColor(cfg.LEDs.MaintenanceColor)
+	pull, _ := hardware.ParseColor(cfg.LEDs.SafeToPullColor)
+	attn, _ := hardware.ParseColor(cfg.LEDs.NodeAttentionColor)
+	lost := uint8(DefaultFanPeerLostPercent)
+	if p := cfg.FanPeerLostPercent; p != nil {
+		lost = uint8(*p)
+	}
 	return core.Settings{
+		FanPeerLostPercent: lost,
+		MaintenanceColor:   maint,
+		SafeToPullColor:    pull,
+		NodeAttentionColor: attn,
 		Curve:             curve,
 		CriticalCelsius:   float64(cfg.CriticalCelsius),
 		HysteresisCelsius: float64(cfg.HysteresisCelsius),
