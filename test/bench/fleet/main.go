@@ -5,7 +5,12 @@
 // object exists, the time for a BladeConfig change to reach every blade,
 // API writes per minute at steady state and memory per agent.
 //
-//	go run ./test/bench/fleet [-agents 1000] [-settle 15s] [-quiet 90s] [-window 5m]
+//	go run ./test/bench/fleet [-agents 1000] [-settle 15s] [-quiet 90s] [-window 5m] [-fan-peers]
+//
+// -fan-peers declares blades 2i and 2i+1 each other's fan peer (Node
+// annotation kubeblade.io/fan-peer): every agent also watches its peer's
+// Blade and follows its demand, and the steady-state count shows what that
+// costs in writes.
 //
 // Steady state is what a settled blade costs: a heartbeat every 5 min.
 // A config change moves the temperature, which is written once more
@@ -57,8 +62,9 @@ func main() {
 	quiet := flag.Duration("quiet", 90*time.Second, "wait after the config change before counting steady-state writes: past the one temperature-drift write MinInterval (1m) after it")
 	window := flag.Duration("window", 5*time.Minute, "steady-state window; one heartbeat period (5m) counts every blade's heartbeat once")
 	timeout := flag.Duration("timeout", 5*time.Minute, "give up on a phase after this long")
+	fanPeers := flag.Bool("fan-peers", false, "pair the blades as fan peers (kubeblade.io/fan-peer on each Node)")
 	flag.Parse()
-	if err := run(*agents, *settle, *quiet, *window, *timeout); err != nil {
+	if err := run(*agents, *settle, *quiet, *window, *timeout, *fanPeers); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
 	}
@@ -69,7 +75,7 @@ type blade struct {
 	rep *kubeagent.Reporter
 }
 
-func run(n int, settle, quiet, window, timeout time.Duration) error {
+func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool) error {
 	klog.SetLogger(logr.Discard())
 	// The API server's in-flight limits are raised: every agent holds two
 	// watches and starts with a burst of writes. The harness's client is in
@@ -101,6 +107,9 @@ func run(n int, settle, quiet, window, timeout time.Duration) error {
 		nodes[i] = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: names[i], Labels: map[string]string{
 			"kubernetes.io/arch": "arm64", kbv1.LabelConfig: configName,
 		}}}
+		if peer := i ^ 1; fanPeers && peer < n {
+			nodes[i].Annotations = map[string]string{kbv1.AnnotationFanPeer: benchenv.NodeName(peer)}
+		}
 	}
 	start := time.Now()
 	if err := benchenv.CreateNodes(ctx, admin, 32, nodes); err != nil {
@@ -108,6 +117,9 @@ func run(n int, settle, quiet, window, timeout time.Duration) error {
 	}
 	fmt.Printf("fixture: %d Nodes labelled %s=%s and BladeConfig %s created in %s\n",
 		n, kbv1.LabelConfig, configName, configName, time.Since(start).Round(time.Millisecond))
+	if fanPeers {
+		fmt.Printf("fixture: blades paired as fan peers (%s), %d pairs\n", kbv1.AnnotationFanPeer, n/2)
+	}
 
 	// The harness watches Blades through one informer: counting them is a
 	// local read, not a list of 1 000 objects every poll.
@@ -211,8 +223,8 @@ func run(n int, settle, quiet, window, timeout time.Duration) error {
 		return e.(error)
 	}
 
-	fmt.Printf("fleet-result agents=%d blades_s=%.2f gen1_s=%.2f config_s=%.2f writes_per_min=%.1f writes_per_blade_5min=%.3f window_s=%.0f heap_kib=%.1f sys_kib=%.1f cpu_pct=%.1f\n",
-		n, tBlades.Seconds(), tGen1.Seconds(), tConfig.Seconds(), perMin, float64(w1-w0)/float64(n)/(elapsed.Minutes()/5),
+	fmt.Printf("fleet-result fan_peers=%t agents=%d blades_s=%.2f gen1_s=%.2f config_s=%.2f writes_per_min=%.1f writes_per_blade_5min=%.3f window_s=%.0f heap_kib=%.1f sys_kib=%.1f cpu_pct=%.1f\n",
+		fanPeers, n, tBlades.Seconds(), tGen1.Seconds(), tConfig.Seconds(), perMin, float64(w1-w0)/float64(n)/(elapsed.Minutes()/5),
 		elapsed.Seconds(), heapPer, sysPer, cpuPct)
 	return nil
 }
