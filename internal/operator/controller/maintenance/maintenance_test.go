@@ -12,6 +12,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/agent"
+	"github.com/kubeblade/kubeblade/internal/config"
+	"github.com/kubeblade/kubeblade/internal/core"
+	"github.com/kubeblade/kubeblade/internal/hardware"
+	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
+	"github.com/kubeblade/kubeblade/internal/kubeagent"
 	"github.com/kubeblade/kubeblade/internal/operator/controller/maintenance"
 	"github.com/kubeblade/kubeblade/internal/operator/optest"
 )
@@ -222,4 +228,99 @@ func TestInvalidRequestChangesNothing(t *testing.T) {
 		t.Fatalf("an invalid request acted: unschedulable=%t state=%q", n.Spec.Unschedulable, n.Annotations[kbv1.AnnotationMaintenanceState])
 	}
 	annotate(t, e, "invalid-2", map[string]any{kbv1.AnnotationMaintenance: "false"})
+}
+
+// bladeAgent is a real agent on a simulated blade, reporting as the agent
+// ServiceAccount of its Node under the installed RBAC and admission policy.
+type bladeAgent struct {
+	blade *simulated.Blade
+	agent *agent.Agent
+	up    time.Time // the last release
+}
+
+func runAgent(t *testing.T, e *optest.Env, node string) *bladeAgent {
+	t.Helper()
+	e.WithAgentRBAC(t)
+	settings, err := config.Settings(config.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bladeAgent{blade: simulated.New(simulated.Options{})}
+	if b.agent, err = agent.New(agent.Options{Backend: b.blade, Settings: settings, Version: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := kubeagent.New(kubeagent.Options{Config: e.Impersonate(node), NodeName: node, Agent: b.agent, Local: config.Default()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, 2)
+	go func() { _ = b.agent.Run(ctx); done <- struct{}{} }()
+	go func() { _ = rep.Run(ctx); done <- struct{}{} }()
+	t.Cleanup(func() { cancel(); <-done; <-done })
+	return b
+}
+
+// longPress holds the button 3.5 s: the down edge is stamped in the past
+// (as the kernel stamps an edge the agent reads late, never before the
+// previous release), and released once the agent has decided.
+func (b *bladeAgent) longPress(t *testing.T) {
+	t.Helper()
+	n := b.agent.Counters().Events[core.ReasonButtonLongPressed] + 1
+	down := time.Now().Add(-3500 * time.Millisecond)
+	if earliest := b.up.Add(100 * time.Millisecond); down.Before(earliest) {
+		down = earliest
+	}
+	b.blade.ButtonEdgeAt(down, hardware.ButtonDown)
+	optest.Eventually(t, "the long press decided", func(context.Context) (bool, string) {
+		got := b.agent.Counters().Events[core.ReasonButtonLongPressed]
+		return got >= n, fmt.Sprint(got)
+	})
+	b.up = time.Now()
+	b.blade.ButtonEdgeAt(b.up, hardware.ButtonUp)
+}
+
+func (b *bladeAgent) waitEdge(t *testing.T, what string, want core.LEDState) {
+	t.Helper()
+	optest.Eventually(t, what, func(context.Context) (bool, string) {
+		got := b.agent.Status().LEDs[hardware.LEDEdge]
+		return got == want, fmt.Sprintf("%+v", got)
+	})
+}
+
+// TestTwoLongPressesOneAtATime: two blades' buttons held for maintenance
+// with maxConcurrent 1: the first drains and shows safe-to-pull, the second
+// waits queued (edge LED steady in the maintenance colour) and drains once
+// a second long press on the first ends its maintenance. The agents act
+// under their real RBAC and admission policy (their own Node's annotation;
+// each other's Blade as fan peers, watched by name).
+func TestTwoLongPressesOneAtATime(t *testing.T) {
+	e := suite.Need(t)
+	kubelet(t, e, "press-1", "press-2")
+	config(t, e, "press", kbv1.MaintenanceSpec{}, "press-1", "press-2")
+	annotate(t, e, "press-1", map[string]any{kbv1.AnnotationFanPeer: "press-2"})
+	annotate(t, e, "press-2", map[string]any{kbv1.AnnotationFanPeer: "press-1"})
+	startOperator(t, e)
+	one, two := runAgent(t, e, "press-1"), runAgent(t, e, "press-2")
+	optest.Eventually(t, "fan peers synced under the agent RBAC", func(context.Context) (bool, string) {
+		return one.agent.Status().FanPeerState == core.PeerSynced && two.agent.Status().FanPeerState == core.PeerSynced,
+			fmt.Sprint(one.agent.Status().FanPeerState, two.agent.Status().FanPeerState)
+	})
+	s := one.agent.Status().Settings
+
+	one.longPress(t)
+	waitState(t, e, "press-1", kbv1.MaintenanceDrained)
+	one.waitEdge(t, "press-1 safe to pull", core.LEDState{Pattern: core.PatternSteady, Color: s.SafeToPullColor})
+	two.longPress(t)
+	waitState(t, e, "press-2", kbv1.MaintenanceQueued)
+	two.waitEdge(t, "press-2 queued", core.LEDState{Pattern: core.PatternSteady, Color: s.MaintenanceColor})
+
+	one.longPress(t)
+	e.WaitEvent(t, "Node", "press-1", maintenance.EventEnded)
+	waitState(t, e, "press-2", kbv1.MaintenanceDrained)
+	two.waitEdge(t, "press-2 safe to pull", core.LEDState{Pattern: core.PatternSteady, Color: s.SafeToPullColor})
+	one.waitEdge(t, "press-1 idle again", core.LEDState{Pattern: core.PatternSteady, Color: s.IdleColor})
+	if v := getNode(t, e, "press-1").Annotations[kbv1.AnnotationMaintenance]; v != "false" {
+		t.Errorf("press-1 maintenance = %q after the second long press", v)
+	}
 }
