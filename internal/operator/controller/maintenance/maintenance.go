@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -91,8 +92,13 @@ type Reconciler struct {
 	Clock        clock.PassiveClock
 	PassInterval time.Duration
 
-	wake chan event.GenericEvent
+	wake   chan event.GenericEvent
+	passes atomic.Int64
 }
+
+// Passes counts drain passes (for metrics and tests: a budget that refuses
+// evictions shows as passes without progress).
+func (r *Reconciler) Passes() int64 { return r.passes.Load() }
 
 // SetupWithManager registers the controller: Node metadata whose
 // maintenance annotations change, BladeConfigs (a raised maxConcurrent
@@ -320,6 +326,7 @@ func (r *Reconciler) drainPass(ctx context.Context, n *metav1.PartialObjectMetad
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	r.passes.Add(1)
 	res, err := drain.Evictor{Reader: r.APIReader, Client: r.Client}.Pass(ctx, n.Name, drain.Options{DeleteEmptyDirData: spec.DeleteEmptyDirData})
 	if err != nil {
 		return ctrl.Result{}, err

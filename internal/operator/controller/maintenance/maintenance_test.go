@@ -30,7 +30,7 @@ import (
 func TestDrainLifecycle(t *testing.T) {
 	e := suite.Need(t)
 	kubelet(t, e, "life-1")
-	config(t, e, "life", kbv1.MaintenanceSpec{DeleteEmptyDirData: true}, "life-1")
+	bladeConfig(t, e, "life", kbv1.MaintenanceSpec{DeleteEmptyDirData: true}, "life-1")
 	namespace(t, e, "life")
 	createPod(t, e, "life", "web", "life-1", replicated, nil)
 	createPod(t, e, "life", "cache", "life-1", withEmptyDir, nil)
@@ -75,7 +75,7 @@ func TestDrainLifecycle(t *testing.T) {
 func TestBudgetBlocksThenFailsAndRetryByToggling(t *testing.T) {
 	e := suite.Need(t)
 	kubelet(t, e, "pdb-1")
-	config(t, e, "pdb", kbv1.MaintenanceSpec{DrainTimeout: &metav1.Duration{Duration: 2 * time.Second}}, "pdb-1")
+	bladeConfig(t, e, "pdb", kbv1.MaintenanceSpec{DrainTimeout: &metav1.Duration{Duration: 2 * time.Second}}, "pdb-1")
 	namespace(t, e, "pdb")
 	createPod(t, e, "pdb", "db-0", "pdb-1", replicated, map[string]string{"app": "db"})
 	budget(t, e, "pdb", "db", 0)
@@ -117,17 +117,25 @@ func TestBudgetBlocksThenFailsAndRetryByToggling(t *testing.T) {
 func TestBudgetHonouredAndRetried(t *testing.T) {
 	e := suite.Need(t)
 	kubelet(t, e, "retry-1")
-	config(t, e, "retry", kbv1.MaintenanceSpec{}, "retry-1")
+	bladeConfig(t, e, "retry", kbv1.MaintenanceSpec{}, "retry-1")
 	namespace(t, e, "retry")
 	createPod(t, e, "retry", "db-0", "retry-1", replicated, map[string]string{"app": "db"})
 	budget(t, e, "retry", "db", 0)
-	startOperator(t, e)
+	op := startOperator(t, e)
 	annotate(t, e, "retry-1", map[string]any{kbv1.AnnotationMaintenance: "true"})
 	waitState(t, e, "retry-1", kbv1.MaintenanceDraining)
-	// Several passes are refused (the controller passes every 200 ms here).
-	optest.Eventually(t, "passes refused by the budget", func(ctx context.Context) (bool, string) {
-		return slices.Contains(podNames(t, e, "retry-1"), "retry/db-0"), ""
+	// Several passes are refused (the controller passes every 200 ms here)
+	// and the pod stays.
+	first := op.Passes()
+	optest.Eventually(t, "three more passes refused by the budget", func(ctx context.Context) (bool, string) {
+		return op.Passes() >= first+3, fmt.Sprint(op.Passes() - first)
 	})
+	if !slices.Contains(podNames(t, e, "retry-1"), "retry/db-0") {
+		t.Fatal("the budget's pod was evicted while the budget allowed no disruption")
+	}
+	if st := getNode(t, e, "retry-1").Annotations[kbv1.AnnotationMaintenanceState]; st != kbv1.MaintenanceDraining {
+		t.Fatalf("state %q while the budget blocks", st)
+	}
 	setBudget(t, e, "retry", "db", 1)
 	waitState(t, e, "retry-1", kbv1.MaintenanceDrained)
 }
@@ -163,7 +171,7 @@ func TestForeignCordonIsNotLifted(t *testing.T) {
 func TestOneAtATimeInRequestOrder(t *testing.T) {
 	e := suite.Need(t)
 	kubelet(t, e, "queue-1", "queue-2", "queue-3")
-	config(t, e, "queue", kbv1.MaintenanceSpec{}, "queue-1", "queue-2", "queue-3")
+	bladeConfig(t, e, "queue", kbv1.MaintenanceSpec{}, "queue-1", "queue-2", "queue-3")
 	startOperator(t, e)
 	annotate(t, e, "queue-1", map[string]any{kbv1.AnnotationMaintenance: "true"})
 	waitState(t, e, "queue-1", kbv1.MaintenanceDrained)
@@ -192,7 +200,7 @@ func TestOneAtATimeInRequestOrder(t *testing.T) {
 func TestRestartMidDrain(t *testing.T) {
 	e := suite.Need(t)
 	kubelet(t, e, "restart-1")
-	config(t, e, "restart", kbv1.MaintenanceSpec{DrainTimeout: &metav1.Duration{Duration: time.Hour}}, "restart-1")
+	bladeConfig(t, e, "restart", kbv1.MaintenanceSpec{DrainTimeout: &metav1.Duration{Duration: time.Hour}}, "restart-1")
 	namespace(t, e, "restart")
 	createPod(t, e, "restart", "db-0", "restart-1", replicated, map[string]string{"app": "db"})
 	budget(t, e, "restart", "db", 0)
@@ -297,7 +305,7 @@ func (b *bladeAgent) waitEdge(t *testing.T, what string, want core.LEDState) {
 func TestTwoLongPressesOneAtATime(t *testing.T) {
 	e := suite.Need(t)
 	kubelet(t, e, "press-1", "press-2")
-	config(t, e, "press", kbv1.MaintenanceSpec{}, "press-1", "press-2")
+	bladeConfig(t, e, "press", kbv1.MaintenanceSpec{}, "press-1", "press-2")
 	annotate(t, e, "press-1", map[string]any{kbv1.AnnotationFanPeer: "press-2"})
 	annotate(t, e, "press-2", map[string]any{kbv1.AnnotationFanPeer: "press-1"})
 	startOperator(t, e)

@@ -37,6 +37,7 @@ func TestMain(m *testing.M) { os.Exit(suite.Run(m)) }
 
 // operatorProcess is one run of the maintenance controller.
 type operatorProcess struct {
+	*maintenance.Reconciler
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -60,7 +61,7 @@ func startOperator(t *testing.T, e *optest.Env) *operatorProcess {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &operatorProcess{cancel: cancel, done: make(chan error, 1)}
+	p := &operatorProcess{Reconciler: r, cancel: cancel, done: make(chan error, 1)}
 	go func() { p.done <- mgr.Start(ctx) }()
 	t.Cleanup(p.stop)
 	return p
@@ -110,9 +111,9 @@ func kubelet(t *testing.T, e *optest.Env, nodes ...string) {
 	}
 }
 
-// config creates a BladeConfig with the given maintenance settings and
+// bladeConfig creates a BladeConfig with the given maintenance settings and
 // assigns nodes to it (the assignment controller's job, done by hand).
-func config(t *testing.T, e *optest.Env, name string, m kbv1.MaintenanceSpec, nodes ...string) {
+func bladeConfig(t *testing.T, e *optest.Env, name string, m kbv1.MaintenanceSpec, nodes ...string) {
 	t.Helper()
 	bc := &kbv1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: kbv1.BladeConfigSpec{Maintenance: m}}
 	e.CreateAll(t, bc)

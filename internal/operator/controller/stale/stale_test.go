@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -83,7 +85,11 @@ func printedState(ctx context.Context, e *optest.Env, name string) (string, erro
 	if err != nil {
 		return "", err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.Config.Host+"/apis/kubeblade.io/v1alpha1/blades/"+name, nil)
+	u, err := url.JoinPath(e.Config.Host, "/apis/kubeblade.io/v1alpha1/blades", name)
+	if err != nil {
+		return "", err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return "", err
 	}
@@ -93,6 +99,10 @@ func printedState(ctx context.Context, e *optest.Env, name string) (string, erro
 		return "", err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return "", fmt.Errorf("GET %s: %s: %s", u, resp.Status, b)
+	}
 	var table metav1.Table
 	if err := json.NewDecoder(resp.Body).Decode(&table); err != nil {
 		return "", err
