@@ -44,10 +44,10 @@ const (
 	DefaultSafeToPullColor    = "#000040"
 	DefaultNodeAttentionColor = "#302000"
 	DefaultFanPeerLostPercent = 60
-	DefaultSocketPath        = "/run/kubeblade/agent.sock"
-	DefaultRemotePort        = 8081
-	DefaultMetricsAddress    = ":9666"
-	DefaultThermalZoneType   = "cpu-thermal"
+	DefaultSocketPath         = "/run/kubeblade/agent.sock"
+	DefaultRemotePort         = 8081
+	DefaultMetricsAddress     = ":9666"
+	DefaultThermalZoneType    = "cpu-thermal"
 )
 
 // Default returns the configuration used where nothing else is set.
@@ -399,14 +399,14 @@ func Settings(cfg agentconfigv1.AgentConfig) (core.Settings, error) {
 		MaintenanceColor:   maint,
 		SafeToPullColor:    pull,
 		NodeAttentionColor: attn,
-		Curve:             curve,
-		CriticalCelsius:   float64(cfg.CriticalCelsius),
-		HysteresisCelsius: float64(cfg.HysteresisCelsius),
-		Stealth:           cfg.Stealth,
-		TachEnabled:       cfg.TachEnabled == nil || *cfg.TachEnabled,
-		IdleColor:         idle,
-		IdentifyColor:     ident,
-		CriticalColor:     crit,
+		Curve:              curve,
+		CriticalCelsius:    float64(cfg.CriticalCelsius),
+		HysteresisCelsius:  float64(cfg.HysteresisCelsius),
+		Stealth:            cfg.Stealth,
+		TachEnabled:        cfg.TachEnabled == nil || *cfg.TachEnabled,
+		IdleColor:          idle,
+		IdentifyColor:      ident,
+		CriticalColor:      crit,
 	}, nil
 }
 
