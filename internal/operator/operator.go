@@ -24,6 +24,8 @@ import (
 	"github.com/kubeblade/kubeblade/internal/operator/assignment"
 	"github.com/kubeblade/kubeblade/internal/operator/ca"
 	"github.com/kubeblade/kubeblade/internal/operator/cleanup"
+	"github.com/kubeblade/kubeblade/internal/operator/controller/maintenance"
+	"github.com/kubeblade/kubeblade/internal/operator/controller/stale"
 	"github.com/kubeblade/kubeblade/internal/operator/csr"
 	"github.com/kubeblade/kubeblade/internal/operator/daemonset"
 	"github.com/kubeblade/kubeblade/internal/operator/status"
@@ -152,6 +154,16 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := wrap(ca.ControllerName, (&ca.Reconciler{
 		Client: c, Recorder: rec, Clock: o.Clock, Namespace: o.Namespace,
 		SecretName: o.CASecretName, Lifetime: o.CALifetime,
+	}).SetupWithManager(mgr)); err != nil {
+		return err
+	}
+	if err := wrap(maintenance.ControllerName, (&maintenance.Reconciler{
+		Client: c, APIReader: mgr.GetAPIReader(), Recorder: rec, Clock: o.Clock,
+	}).SetupWithManager(mgr)); err != nil {
+		return err
+	}
+	if err := wrap(stale.ControllerName, (&stale.Reconciler{
+		Client: c, Recorder: rec, Clock: o.Clock,
 	}).SetupWithManager(mgr)); err != nil {
 		return err
 	}
