@@ -55,6 +55,10 @@ const (
 	TaintThermalCritical = "kubeblade.io/thermal-critical"
 	// NodeConditionThermalCritical is the Node condition type.
 	NodeConditionThermalCritical = "BladeThermalCritical"
+
+	// FinalizerCleanup holds a BladeConfig until the operator removed its
+	// agent DaemonSet and its kubeblade.io/config Node labels.
+	FinalizerCleanup = "kubeblade.io/cleanup"
 )
 
 // Maintenance states (AnnotationMaintenanceState).

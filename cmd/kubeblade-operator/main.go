@@ -23,7 +23,7 @@ import (
 
 	"github.com/kubeblade/kubeblade/internal/logging"
 	"github.com/kubeblade/kubeblade/internal/operator"
-	"github.com/kubeblade/kubeblade/internal/operator/cleanup"
+	"github.com/kubeblade/kubeblade/internal/operator/uninstall"
 	"github.com/kubeblade/kubeblade/internal/version"
 )
 
@@ -160,7 +160,7 @@ func runCleanup(ctx context.Context, f *flags, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	rep, err := cleanup.Uninstall(ctx, c, f.opts.Namespace)
+	rep, err := uninstall.Uninstall(ctx, c, f.opts.Namespace)
 	fmt.Printf("cleanup: deleted %d DaemonSet(s), released %d BladeConfig finalizer(s), cleaned %d of %d node(s)\n",
 		rep.DaemonSets, rep.Finalizers, rep.NodeChanges, rep.Nodes)
 	return err

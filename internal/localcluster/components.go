@@ -24,7 +24,7 @@ import (
 	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
-	"github.com/kubeblade/kubeblade/internal/operator/daemonset"
+	"github.com/kubeblade/kubeblade/internal/operator/agentdaemonset"
 )
 
 // DefaultAgentImage is the image the operator puts into its DaemonSets. No
@@ -313,7 +313,7 @@ func (c *Cluster) rollout(ctx context.Context, name string) (Rollout, bool) {
 		r.ObservedGeneration = r.Ready.ObservedGeneration
 	}
 	ds := &appsv1.DaemonSet{}
-	if err := c.Ctrl.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: daemonset.Name(name)}, ds); err == nil {
+	if err := c.Ctrl.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: agentdaemonset.Name(name)}, ds); err == nil {
 		r.DaemonSet = ds.Status
 	}
 	for _, n := range c.Nodes {

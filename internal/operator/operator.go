@@ -1,7 +1,10 @@
 // Package operator wires kubeblade-operator's controllers into a
 // controller-runtime manager: assignment, DaemonSets, status, finalizer,
-// CA rotation and the CSR approver and signer. cmd/kubeblade-operator
-// turns flags into Options; tests and the benchmark call the same Setup.
+// CA rotation and the CSR approver and signer, each in its own package
+// under controller/. It is the only package that imports them; they share
+// building blocks (placement, agentdaemonset, nodemeta, casecret,
+// csrpolicy, opmetrics), never each other. cmd/kubeblade-operator turns
+// flags into Options; tests and the benchmark call the same Setup.
 package operator
 
 import (
@@ -21,14 +24,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
-	"github.com/kubeblade/kubeblade/internal/operator/assignment"
-	"github.com/kubeblade/kubeblade/internal/operator/ca"
-	"github.com/kubeblade/kubeblade/internal/operator/cleanup"
+	"github.com/kubeblade/kubeblade/internal/operator/agentdaemonset"
+	"github.com/kubeblade/kubeblade/internal/operator/casecret"
+	"github.com/kubeblade/kubeblade/internal/operator/controller/assignment"
+	"github.com/kubeblade/kubeblade/internal/operator/controller/carotation"
+	"github.com/kubeblade/kubeblade/internal/operator/controller/csrapprover"
+	"github.com/kubeblade/kubeblade/internal/operator/controller/csrsigner"
+	"github.com/kubeblade/kubeblade/internal/operator/controller/daemonset"
+	"github.com/kubeblade/kubeblade/internal/operator/controller/finalizer"
 	"github.com/kubeblade/kubeblade/internal/operator/controller/maintenance"
 	"github.com/kubeblade/kubeblade/internal/operator/controller/stale"
-	"github.com/kubeblade/kubeblade/internal/operator/csr"
-	"github.com/kubeblade/kubeblade/internal/operator/daemonset"
-	"github.com/kubeblade/kubeblade/internal/operator/status"
+	"github.com/kubeblade/kubeblade/internal/operator/controller/status"
 )
 
 // Name is the operator's name: its event reporter and leader-election ID.
@@ -42,12 +48,12 @@ type Options struct {
 	// Namespace the operator, its DaemonSets and its CA Secret live in.
 	Namespace string
 	// DaemonSet defaults; its Namespace is set from Namespace.
-	DaemonSet daemonset.Defaults
+	DaemonSet agentdaemonset.Defaults
 	// AgentServiceAccount is the agents' ServiceAccount name in Namespace.
 	AgentServiceAccount string
-	// CASecretName holds the CA (ca.DefaultSecretName if empty).
+	// CASecretName holds the CA (casecret.DefaultName if empty).
 	CASecretName string
-	// CALifetime and CertificateLifetime: see package ca and csr.
+	// CALifetime and CertificateLifetime: see packages carotation and csrsigner.
 	CALifetime          time.Duration
 	CertificateLifetime time.Duration
 	// Clock defaults to the real clock.
@@ -58,10 +64,10 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		Namespace:           "kubeblade-system",
-		DaemonSet:           daemonset.DefaultDefaults(),
+		DaemonSet:           agentdaemonset.DefaultDefaults(),
 		AgentServiceAccount: "kubeblade-agent",
-		CASecretName:        ca.DefaultSecretName,
-		CertificateLifetime: csr.DefaultLifetime,
+		CASecretName:        casecret.DefaultName,
+		CertificateLifetime: csrsigner.DefaultLifetime,
 	}
 }
 
@@ -89,7 +95,7 @@ func ManagerOptions(o Options, base ctrl.Options) ctrl.Options {
 	base.Scheme = Scheme()
 	secret := o.CASecretName
 	if secret == "" {
-		secret = ca.DefaultSecretName
+		secret = casecret.DefaultName
 	}
 	if base.Cache.ByObject == nil {
 		base.Cache.ByObject = map[client.Object]cache.ByObject{}
@@ -120,7 +126,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	o.DaemonSet.Namespace = o.Namespace
 	if o.CASecretName == "" {
-		o.CASecretName = ca.DefaultSecretName
+		o.CASecretName = casecret.DefaultName
 	}
 	rec := mgr.GetEventRecorder(Name)
 	c := mgr.GetClient()
@@ -146,12 +152,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}).SetupWithManager(ctx, mgr)); err != nil {
 		return err
 	}
-	if err := wrap(cleanup.ControllerName, (&cleanup.Reconciler{
+	if err := wrap(finalizer.ControllerName, (&finalizer.Reconciler{
 		Client: c, Recorder: rec, Namespace: o.Namespace,
 	}).SetupWithManager(mgr)); err != nil {
 		return err
 	}
-	if err := wrap(ca.ControllerName, (&ca.Reconciler{
+	if err := wrap(carotation.ControllerName, (&carotation.Reconciler{
 		Client: c, Recorder: rec, Clock: o.Clock, Namespace: o.Namespace,
 		SecretName: o.CASecretName, Lifetime: o.CALifetime,
 	}).SetupWithManager(mgr)); err != nil {
@@ -167,12 +173,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}).SetupWithManager(mgr)); err != nil {
 		return err
 	}
-	if err := wrap(csr.ApproverName, (&csr.Approver{
+	if err := wrap(csrapprover.ControllerName, (&csrapprover.Reconciler{
 		Client: c, APIReader: mgr.GetAPIReader(), Recorder: rec, Clock: o.Clock, AgentUser: o.AgentUser(),
 	}).SetupWithManager(mgr)); err != nil {
 		return err
 	}
-	return wrap(csr.SignerControllerName, (&csr.Signer{
+	return wrap(csrsigner.ControllerName, (&csrsigner.Reconciler{
 		Client: c, APIReader: mgr.GetAPIReader(), Recorder: rec, Clock: o.Clock, AgentUser: o.AgentUser(),
 		CASecret: caKey, Lifetime: o.CertificateLifetime,
 	}).SetupWithManager(mgr))

@@ -1,10 +1,14 @@
 // Package testenv starts a real kube-apiserver and etcd for tests, through
 // controller-runtime's envtest, using the binaries `make test` builds from
-// source (hack/k8s-tools.sh). Suites call Start once in TestMain and give
-// each test its own objects.
+// source (hack/k8s-tools.sh). A test package holds one Suite: its first
+// test that calls Suite.Need starts the control plane, every test gets its
+// own objects, and TestMain's Suite.Run stops it. Without the binaries each
+// such test skips with the reason (fails under KUBEBLADE_TEST_REQUIRED=1,
+// see package testreq), so no package reports ok having run nothing.
 package testenv
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,10 +16,14 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
+	"testing"
 	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/kubeblade/kubeblade/internal/testreq"
 )
 
 // RequireEnv, when set to 1, turns missing control-plane binaries into a
@@ -141,6 +149,79 @@ func Main(m interface{ Run() int }, o Options, started func(*Env)) int {
 	code := m.Run()
 	if err := env.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
+	}
+	return code
+}
+
+// Suite is one test package's control plane: started by the first test
+// that needs it, shared by the package's tests, stopped by Run after them.
+// Tests that need no control plane never start it.
+type Suite struct {
+	opts  Options
+	setup func(context.Context, *Env) error
+
+	once   sync.Once
+	env    *Env
+	err    error
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	skipped int
+}
+
+// NewSuite returns a Suite that starts a control plane with o and then
+// calls setup (if not nil) once, for example to create namespaces or start
+// a manager. setup's context ends when Run stops the control plane.
+func NewSuite(o Options, setup func(ctx context.Context, e *Env) error) *Suite {
+	return &Suite{opts: o, setup: setup}
+}
+
+// Need returns the running control plane, starting it on first use.
+// Without kube-apiserver and etcd it ends the test through
+// testreq.Unavailable: a visible skip in a plain `go test`, a failure under
+// KUBEBLADE_TEST_REQUIRED=1. A control plane that fails to start, or a
+// failing setup, fails every test that needs it.
+func (s *Suite) Need(t testing.TB) *Env {
+	t.Helper()
+	s.once.Do(s.start)
+	if errors.Is(s.err, ErrNoAssets) {
+		s.mu.Lock()
+		s.skipped++
+		s.mu.Unlock()
+		testreq.Unavailable(t, "envtest: %v", s.err)
+	}
+	if s.err != nil {
+		t.Fatalf("envtest: %v", s.err)
+	}
+	return s.env
+}
+
+func (s *Suite) start() {
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.env, s.err = Start(s.opts)
+	if s.err != nil || s.setup == nil {
+		return
+	}
+	if err := s.setup(s.ctx, s.env); err != nil {
+		s.err = fmt.Errorf("setting up the suite: %w", err)
+	}
+}
+
+// Run is a TestMain body: it runs the tests, then ends setup's context
+// and stops the control plane if a test started it.
+func (s *Suite) Run(m *testing.M) int {
+	code := m.Run()
+	if s.skipped > 0 {
+		fmt.Fprintf(os.Stderr, "testenv: %d test(s) skipped: %v\n", s.skipped, ErrNoAssets)
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+	if s.env != nil {
+		if err := s.env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping envtest:", err)
+		}
 	}
 	return code
 }

@@ -48,7 +48,9 @@ func Poll(ctx context.Context, timeout time.Duration, cond func(ctx context.Cont
 		if done {
 			return nil
 		}
-		if detail != "" {
+		// A call cut short by the deadline reports the deadline, not the
+		// state waited for: keep what the previous call saw.
+		if detail != "" && ctx.Err() == nil {
 			last = detail
 		}
 		select {

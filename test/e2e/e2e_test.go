@@ -26,7 +26,7 @@ import (
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/kubeevents"
 	"github.com/kubeblade/kubeblade/internal/localcluster"
-	"github.com/kubeblade/kubeblade/internal/operator/daemonset"
+	"github.com/kubeblade/kubeblade/internal/operator/agentdaemonset"
 )
 
 // identifyColor is the default identify colour, as the simulated LED
@@ -109,7 +109,7 @@ func ptrTo(s string) *string { return &s }
 func TestDaemonSetRolledOut(t *testing.T) {
 	ctx := t.Context()
 	ds := &appsv1.DaemonSet{}
-	if err := cluster.Ctrl.Get(ctx, client.ObjectKey{Namespace: localcluster.Namespace, Name: daemonset.Name(bladeConfigName)}, ds); err != nil {
+	if err := cluster.Ctrl.Get(ctx, client.ObjectKey{Namespace: localcluster.Namespace, Name: agentdaemonset.Name(bladeConfigName)}, ds); err != nil {
 		t.Fatal(err)
 	}
 	want := int32(len(cluster.Nodes))
@@ -469,7 +469,7 @@ func TestOperatorUpgrade(t *testing.T) {
 		t.Fatalf("the upgraded operator %s reports the same version %q", operatorNext, newVersion)
 	}
 	ds := &appsv1.DaemonSet{}
-	if err := cluster.Ctrl.Get(ctx, client.ObjectKey{Namespace: localcluster.Namespace, Name: daemonset.Name(bladeConfigName)}, ds); err != nil {
+	if err := cluster.Ctrl.Get(ctx, client.ObjectKey{Namespace: localcluster.Namespace, Name: agentdaemonset.Name(bladeConfigName)}, ds); err != nil {
 		t.Fatal(err)
 	}
 	pids := agentPIDs(t)

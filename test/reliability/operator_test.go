@@ -20,7 +20,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/core"
 	"github.com/kubeblade/kubeblade/internal/hardware"
 	"github.com/kubeblade/kubeblade/internal/operator"
-	"github.com/kubeblade/kubeblade/internal/operator/daemonset"
+	"github.com/kubeblade/kubeblade/internal/operator/agentdaemonset"
 )
 
 // manager is one operator replica run in-process through operator.Setup,
@@ -90,7 +90,7 @@ func waitDaemonSet(t *testing.T, config string, timeout time.Duration) {
 	t.Helper()
 	eventually(t, timeout, "DaemonSet for BladeConfig "+config, func() (bool, string) {
 		ds := &appsv1.DaemonSet{}
-		err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "kubeblade-system", Name: daemonset.NamePrefix + config}, ds)
+		err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "kubeblade-system", Name: agentdaemonset.NamePrefix + config}, ds)
 		return err == nil, fmt.Sprint(err)
 	})
 }

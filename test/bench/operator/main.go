@@ -27,7 +27,7 @@ import (
 
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/operator"
-	"github.com/kubeblade/kubeblade/internal/operator/assign"
+	"github.com/kubeblade/kubeblade/internal/operator/placement"
 	"github.com/kubeblade/kubeblade/test/bench/internal/benchenv"
 )
 
@@ -112,7 +112,7 @@ func run(nNodes int, steady time.Duration, qps float32, burst int) error {
 
 	// Fixture: every node arm64; a third in zone a; a fifth gold.
 	start := time.Now()
-	in := make([]assign.Node, nNodes)
+	in := make([]placement.Node, nNodes)
 	objs := make([]*corev1.Node, nNodes)
 	for i := range nNodes {
 		l := map[string]string{"kubernetes.io/arch": "arm64"}
@@ -123,7 +123,7 @@ func run(nNodes int, steady time.Duration, qps float32, burst int) error {
 			l["tier"] = "gold"
 		}
 		name := benchenv.NodeName(i)
-		in[i] = assign.Node{Name: name, Labels: l}
+		in[i] = placement.Node{Name: name, Labels: l}
 		objs[i] = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}}
 	}
 	if err := benchenv.CreateNodes(ctx, admin, 16, objs); err != nil {
@@ -138,15 +138,15 @@ func run(nNodes int, steady time.Duration, qps float32, burst int) error {
 		{ObjectMeta: metav1.ObjectMeta{Name: "bench-gold"}, Spec: kbv1.BladeConfigSpec{Priority: 10,
 			NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}}}},
 	}
-	var compiled []assign.Config
+	var compiled []placement.Config
 	for _, bc := range configs {
 		if err := admin.Create(ctx, bc); err != nil {
 			return err
 		}
-		c, _ := assign.FromBladeConfig(bc)
+		c, _ := placement.FromBladeConfig(bc)
 		compiled = append(compiled, c)
 	}
-	want := assign.Compute(compiled, in)
+	want := placement.Compute(compiled, in)
 
 	opCfg := rest.CopyConfig(env.Config)
 	opCfg.QPS, opCfg.Burst = qps, burst

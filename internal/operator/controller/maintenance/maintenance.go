@@ -38,6 +38,7 @@ import (
 
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/drain"
+	"github.com/kubeblade/kubeblade/internal/operator/nodemeta"
 )
 
 // ControllerName names the controller in logs and metrics.
@@ -138,21 +139,9 @@ func hasAny(ann map[string]string) bool {
 	return false
 }
 
-func nodeMeta() *metav1.PartialObjectMetadata {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
-	return m
-}
-
-func nodeMetaList() *metav1.PartialObjectMetadataList {
-	m := &metav1.PartialObjectMetadataList{}
-	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
-	return m
-}
-
 // Reconcile moves one Node's maintenance one step on.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	n := nodeMeta()
+	n := nodemeta.Node()
 	if err := r.Client.Get(ctx, req.NamespacedName, n); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -237,7 +226,7 @@ func (r *Reconciler) admit(ctx context.Context, n *metav1.PartialObjectMetadata)
 		return false, "", err
 	}
 	limit := spec.MaxConcurrentOrDefault()
-	all := nodeMetaList()
+	all := nodemeta.List()
 	if err := r.APIReader.List(ctx, all); err != nil {
 		return false, "", fmt.Errorf("listing Nodes: %w", err)
 	}
@@ -409,7 +398,7 @@ func (r *Reconciler) end(ctx context.Context, n *metav1.PartialObjectMetadata) e
 // wakeQueue reconciles every Node waiting for a slot.
 func (r *Reconciler) wakeQueue(ctx context.Context) {
 	for _, req := range r.queuedNodes(ctx, nil) {
-		o := nodeMeta()
+		o := nodemeta.Node()
 		o.Name = req.Name
 		select {
 		case r.wake <- event.GenericEvent{Object: o}:
@@ -421,7 +410,7 @@ func (r *Reconciler) wakeQueue(ctx context.Context) {
 // queuedNodes lists (from the cache) the Nodes that asked for maintenance
 // and hold no slot yet.
 func (r *Reconciler) queuedNodes(ctx context.Context, _ client.Object) []reconcile.Request {
-	all := nodeMetaList()
+	all := nodemeta.List()
 	if err := r.Client.List(ctx, all); err != nil {
 		return nil
 	}

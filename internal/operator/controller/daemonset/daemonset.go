@@ -1,0 +1,120 @@
+// Package daemonset is the controller that applies one agent DaemonSet per
+// BladeConfig, as package agentdaemonset builds it, and takes back hand
+// edits of the fields it owns.
+package daemonset
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/operator/agentdaemonset"
+)
+
+const (
+	// ControllerName names the controller in logs and metrics.
+	ControllerName = "bladeconfig-daemonset"
+	// FieldManager owns every field of the agent DaemonSets the operator sets.
+	FieldManager = "kubeblade-operator"
+)
+
+// Event reasons on BladeConfigs.
+const (
+	ReasonDaemonSetApplied = "DaemonSetApplied"
+	ReasonApplyFailed      = "DaemonSetApplyFailed"
+)
+
+// +kubebuilder:rbac:groups=kubeblade.io,resources=bladeconfigs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kubeblade.io,resources=bladeconfigs/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,namespace=kubeblade-system,resources=daemonsets,verbs=get;list;watch;create;patch;update;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconciler applies the agent DaemonSets.
+type Reconciler struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	Defaults agentdaemonset.Defaults
+}
+
+// SetupWithManager registers the controller. It reacts to spec changes of
+// BladeConfigs and to any change of the DaemonSets they own, which is how
+// hand edits get reverted.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&kbv1.BladeConfig{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&appsv1.DaemonSet{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Complete(r)
+}
+
+// Reconcile applies the DaemonSet of one BladeConfig.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	bc := &kbv1.BladeConfig{}
+	if err := r.Client.Get(ctx, req.NamespacedName, bc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	// Deletion is the cleanup controller's job.
+	if !bc.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	// A name that cannot be a label value can select no Node.
+	if len(validation.IsValidLabelValue(bc.Name)) > 0 {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, r.reconcile(ctx, bc)
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, bc *kbv1.BladeConfig) error {
+	log := logf.FromContext(ctx)
+	want := agentdaemonset.Build(bc, r.Defaults)
+
+	existing := &appsv1.DaemonSet{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Defaults.Namespace, Name: agentdaemonset.Name(bc.Name)}, existing)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return err
+	default:
+		if UpToDate(existing, want) {
+			return nil
+		}
+	}
+	if err := r.Client.Apply(ctx, want, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		if r.Recorder != nil {
+			r.Recorder.Eventf(bc, nil, corev1.EventTypeWarning, ReasonApplyFailed, "Apply", "Applying DaemonSet %s/%s: %v", r.Defaults.Namespace, agentdaemonset.Name(bc.Name), err)
+		}
+		return fmt.Errorf("applying DaemonSet: %w", err)
+	}
+	log.Info("applied agent DaemonSet", "daemonset", client.ObjectKey{Namespace: r.Defaults.Namespace, Name: agentdaemonset.Name(bc.Name)})
+	if r.Recorder != nil {
+		r.Recorder.Eventf(bc, nil, corev1.EventTypeNormal, ReasonDaemonSetApplied, "Apply", "Applied DaemonSet %s/%s", r.Defaults.Namespace, agentdaemonset.Name(bc.Name))
+	}
+	return nil
+}
+
+// UpToDate reports whether the fields the operator owns in existing already
+// hold want, so a settled DaemonSet costs no request. A field someone else
+// took over (kubectl edit, kubectl scale) is no longer ours and shows up
+// as a difference, which the forced apply takes back.
+func UpToDate(existing *appsv1.DaemonSet, want *appsv1ac.DaemonSetApplyConfiguration) bool {
+	have, err := appsv1ac.ExtractDaemonSet(existing, FieldManager)
+	if err != nil {
+		return false
+	}
+	return equality.Semantic.DeepEqual(have, want)
+}
