@@ -67,8 +67,9 @@ func TestLongPressDrainsTheBlade(t *testing.T) {
 			fmt.Sprintf("request %q state %q unschedulable %t", n.Annotations[kbv1.AnnotationMaintenance],
 				n.Annotations[kbv1.AnnotationMaintenanceState], n.Spec.Unschedulable)
 	})
-	for _, r := range []string{"ButtonLongPressed", "MaintenanceRequested", "Draining", "Drained"} {
-		waitEvent(t, name, r, since)
+	waitEvent(t, name, "ButtonLongPressed", since)
+	for _, r := range []string{"MaintenanceRequested", "Draining", "Drained"} {
+		waitOperatorEvent(t, name, r, since)
 	}
 	eventually(t, 10*time.Second, "edge LED steady safe-to-pull", func(ctx context.Context) (bool, string) {
 		st, err := a.State(ctx)
@@ -77,8 +78,11 @@ func TestLongPressDrainsTheBlade(t *testing.T) {
 		}
 		return st.EdgeLED == config.DefaultSafeToPullColor, "edge LED " + st.EdgeLED
 	})
+	// A person lets go before pressing again: a release and a press closer
+	// than the agent's 50 ms debounce are contact bounce, one long press.
+	time.Sleep(200 * time.Millisecond)
 	hold()
-	waitEvent(t, name, "MaintenanceEnded", since)
+	waitOperatorEvent(t, name, "MaintenanceEnded", since)
 	eventually(t, 20*time.Second, "blade-3 uncordoned and idle", func(ctx context.Context) (bool, string) {
 		n := node(ctx, t, name)
 		st, err := a.State(ctx)
@@ -89,4 +93,21 @@ func TestLongPressDrainsTheBlade(t *testing.T) {
 		return !n.Spec.Unschedulable && !state && st.EdgeLED == config.DefaultIdleColor, "edge LED " + st.EdgeLED
 	})
 	annotate(ctx, t, name, kbv1.AnnotationMaintenance, nil)
+}
+
+// waitOperatorEvent waits for an Event the operator reported about a Node.
+func waitOperatorEvent(t *testing.T, nodeName, reason string, since time.Time) {
+	t.Helper()
+	eventually(t, 30*time.Second, reason+" Event for "+nodeName, func(ctx context.Context) (bool, string) {
+		evs, err := events(ctx, nodeName, reason)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range evs {
+			if !e.EventTime.Time.Before(since.Truncate(time.Second)) && e.ReportingController == "kubeblade-operator" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d %s Event(s), none new from the operator", len(evs), reason)
+	})
 }
