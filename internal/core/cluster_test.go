@@ -190,12 +190,25 @@ func TestFanPeer(t *testing.T) {
 		"critical peer means full fan": {
 			{own: 40, peer: str("blade-2"), observe: obs(PeerObservation{Present: true, DemandPercent: pct(100), Critical: true, HeartbeatTime: at(0), StaleAfter: staleAfter}), fan: 100, state: PeerSynced},
 		},
-		"missing peer: floor and FanPeerLost, back: FanPeerRestored": {
-			{own: 40, peer: str("blade-2"), observe: obs(PeerObservation{}), fan: 60, state: PeerLost, events: []Reason{ReasonFanPeerLost}},
-			{at: time.Second, observe: obs(fresh(30)), fan: 40, state: PeerSynced, events: []Reason{ReasonFanPeerRestored}},
+		"missing peer: floor at once, FanPeerLost after the grace, back: FanPeerRestored": {
+			{own: 40, peer: str("blade-2"), observe: obs(PeerObservation{}), fan: 60, state: PeerPending},
+			{at: PeerGrace - time.Second, tick: true, fan: 60, state: PeerPending},
+			{at: PeerGrace, tick: true, fan: 60, state: PeerLost, events: []Reason{ReasonFanPeerLost}},
+			{at: PeerGrace + time.Second, observe: obs(fresh(30)), fan: 40, state: PeerSynced, events: []Reason{ReasonFanPeerRestored}},
+		},
+		"peer appearing within the grace: no Events at all": {
+			{own: 40, peer: str("blade-2"), observe: obs(PeerObservation{}), fan: 60, state: PeerPending},
+			{at: 10 * time.Second, observe: obs(PeerObservation{Present: true, DemandPercent: pct(30), HeartbeatTime: t0.Add(10 * time.Second), StaleAfter: staleAfter}), fan: 40, state: PeerSynced},
+		},
+		"seen, then deleted: lost at once": {
+			{own: 40, peer: str("blade-2"), observe: obs(fresh(30)), fan: 40, state: PeerSynced},
+			{at: time.Second, observe: obs(PeerObservation{}), fan: 60, state: PeerLost, events: []Reason{ReasonFanPeerLost}},
+		},
+		"stale at start (its agent is dead): lost at once": {
+			{at: time.Hour, own: 40, peer: str("blade-2"), observe: obs(fresh(30)), fan: 60, state: PeerLost, events: []Reason{ReasonFanPeerLost}},
 		},
 		"own demand above the floor stays": {
-			{own: 54, peer: str("blade-2"), observe: obs(PeerObservation{}), fan: 76, state: PeerLost, events: []Reason{ReasonFanPeerLost}},
+			{own: 54, peer: str("blade-2"), observe: obs(PeerObservation{}), fan: 76, state: PeerPending},
 		},
 		"heartbeat ages out with no news (cluster down)": {
 			{own: 40, peer: str("blade-2"), observe: obs(fresh(45)), fan: 45, state: PeerSynced},
@@ -207,8 +220,9 @@ func TestFanPeer(t *testing.T) {
 			{own: 40, peer: str("blade-2"), observe: obs(PeerObservation{Present: true, HeartbeatTime: at(0), StaleAfter: staleAfter}), fan: 60, state: PeerLost, events: []Reason{ReasonFanPeerLost}},
 		},
 		"peer removed: own demand, no Event": {
-			{own: 40, peer: str("blade-2"), observe: obs(PeerObservation{}), fan: 60, state: PeerLost, events: []Reason{ReasonFanPeerLost}},
-			{peer: str(""), fan: 40, state: PeerNone},
+			{own: 40, peer: str("blade-2"), observe: obs(fresh(30)), fan: 40, state: PeerSynced},
+			{at: time.Second, observe: obs(PeerObservation{}), fan: 60, state: PeerLost, events: []Reason{ReasonFanPeerLost}},
+			{at: 2 * time.Second, peer: str(""), fan: 40, state: PeerNone},
 		},
 	}
 	for name, steps := range cases {

@@ -33,6 +33,8 @@ type Machine struct {
 	stallTiming  bool
 
 	peerName     string
+	peerSince    time.Time // when the peer was named
+	peerSeen     bool      // its Blade has been present at least once
 	peerObserved bool
 	peer         PeerObservation
 	peerState    PeerState
@@ -127,6 +129,7 @@ func (m *Machine) SetFanPeer(now time.Time, name string) {
 		return
 	}
 	m.peerName, m.peerObserved, m.peer = name, false, PeerObservation{}
+	m.peerSince, m.peerSeen = now, false
 	m.peerState = PeerNone
 	if name != "" {
 		m.peerState = PeerPending
@@ -147,6 +150,7 @@ func (m *Machine) ObserveFanPeer(now time.Time, o PeerObservation) {
 		o.DemandPercent = &v
 	}
 	m.peer, m.peerObserved = o, true
+	m.peerSeen = m.peerSeen || o.Present
 	m.evaluatePeer(now)
 	m.checkStall(now)
 }
@@ -173,6 +177,12 @@ func (m *Machine) evaluatePeer(now time.Time) {
 		return
 	}
 	problem := m.peerProblem(now)
+	if problem != "" && !m.peerSeen && m.peerState == PeerPending && now.Sub(m.peerSince) < PeerGrace {
+		// Not there yet, never seen: blades of one chassis start
+		// together and their Blades appear seconds apart. The floor
+		// applies; the Warning waits for the grace to pass.
+		return
+	}
 	switch {
 	case problem == "" && m.peerState != PeerSynced:
 		if m.peerState == PeerLost {

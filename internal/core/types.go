@@ -27,6 +27,11 @@ const (
 	StallAfter = 10 * time.Second
 	// BlinkPeriod is one on+off cycle of a blinking LED.
 	BlinkPeriod = time.Second
+	// PeerGrace is how long a fan peer whose Blade has never been seen may
+	// stay missing before it counts as lost (FanPeerLost): blades that
+	// boot together create their Blades seconds apart. Its demand is
+	// unknown meanwhile, so the lost-peer floor applies from the start.
+	PeerGrace = time.Minute
 	// LongPress is how long the button must be held to toggle maintenance
 	// rather than identify.
 	LongPress = 3 * time.Second
