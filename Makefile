@@ -53,9 +53,10 @@ envtest-assets: ## Build kube-apiserver and etcd from source (cached in ~/.cache
 	@hack/k8s-tools.sh kube-apiserver etcd >/dev/null
 
 .PHONY: vet
-vet: ## go vet (also of the -tags nokube build) and gofmt.
+vet: ## go vet (also of the -tags nokube build and the in-guest tests) and gofmt.
 	$(GO) vet ./...
 	$(GO) vet -tags nokube ./cmd/kubeblade-agent ./internal/agentd
+	$(GO) vet -tags guest $(HWTEST_PKGS)
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
@@ -72,6 +73,13 @@ test: ## Everything CI checks, as timed steps, ending with a table of tests run,
 .PHONY: unit
 unit: envtest-assets ## Every package's tests under -race, against a real kube-apiserver and etcd.
 	KUBEBUILDER_ASSETS=$(K8S_ASSETS) $(GOTEST) -race -count=1 $(PKGS)
+
+.PHONY: compat
+# make test runs these tests in its unit step; this target runs just them.
+compat: envtest-assets ## Migration from compute-blade-agent: bladectl against old and kubeblade agents in one --all, translated configs applied to a real API server and agent, version of plain go builds.
+	KUBEBUILDER_ASSETS=$(K8S_ASSETS) KUBEBLADE_TEST_REQUIRED=1 $(GOTEST) -race -count=1 \
+	  -run 'Compat|OldAgent|Translate|Import|Export|Bladectl|BladeConfigsApply|AgentRunsTranslation|MigrateConfig|FromBuild|PlainGoBuild|BindAddress' \
+	  ./internal/bladectl/ ./internal/oldagenttest/ ./internal/migrate/ ./cmd/kubeblade-agent/ ./internal/version/ ./internal/agentd/ ./internal/config/
 
 .PHONY: deploy-test
 deploy-test: envtest-assets ## hack/deploy (its own module): chart, manifests, Flux example and image.
@@ -103,6 +111,19 @@ image: ## Build the multi-arch (linux/arm64, linux/amd64) OCI image into dist/im
 .PHONY: fuzz
 fuzz: ## Fuzz the smart fan unit's frame decoder for FUZZTIME (CI runs it briefly in make test).
 	$(GOTEST) -run '^$$' -fuzz '^FuzzDecoder$$' -fuzztime $(FUZZTIME) ./internal/smartfan/
+
+# The hardware rig: a small x86_64 kernel from Debian's linux-source-6.12
+# (built once, cached under ~/.cache/kubeblade/kernel) boots in QEMU with
+# each package's in-guest tests (build tag guest) as its init.
+GUEST_KERNEL_FRAGMENTS ?= hack/kernel/guest.config
+HWTEST_PKGS ?= ./internal/guest/ ./internal/hardware/linux/
+
+.PHONY: hwtest
+hwtest: ## The linux backend's tests inside a QEMU guest on a real 6.12 kernel (gpio-sim, pwm-gpio); builds the kernel once.
+	@hack/kernel/deps.sh
+	kernel=$$(hack/kernel/build.sh $(GUEST_KERNEL_FRAGMENTS)) && \
+	  KUBEBLADE_HWTEST=1 KUBEBLADE_GUEST_KERNEL=$$kernel KUBEBLADE_TEST_REQUIRED=1 KUBEBLADE_GUEST_LOGDIR=$(BIN)/hwtest \
+	  $(GOTEST) -count=1 -timeout 15m -v -run '^TestGuest' $(HWTEST_PKGS)
 
 .PHONY: bench-hw
 bench-hw: ## Go benchmarks of tach decoding and the smart fan unit codec.

@@ -59,5 +59,6 @@ run unit continue
 run fuzz continue
 run deploy-test continue
 run e2e continue
+run hwtest continue
 
 report

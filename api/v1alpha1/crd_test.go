@@ -75,6 +75,18 @@ func TestBladeConfigValidation(t *testing.T) {
 		"bad backend": {func(s *v1alpha1.BladeConfigSpec) {
 			s.Agent.Hardware.Backend = "mmio"
 		}, "Unsupported value"},
+		"bind address": {func(s *v1alpha1.BladeConfigSpec) {
+			s.Agent.GRPC.Remote.BindAddress = "10.0.0.5"
+		}, ""},
+		"bind address v6": {func(s *v1alpha1.BladeConfigSpec) {
+			s.Agent.GRPC.Remote.BindAddress = "fd00::5"
+		}, ""},
+		"bind address a host name": {func(s *v1alpha1.BladeConfigSpec) {
+			s.Agent.GRPC.Remote.BindAddress = "blade1.local"
+		}, "bindAddress must be an IP address"},
+		"bind address with a port": {func(s *v1alpha1.BladeConfigSpec) {
+			s.Agent.GRPC.Remote.BindAddress = "10.0.0.5:8081"
+		}, "bindAddress must be an IP address"},
 		"bad pull policy": {func(s *v1alpha1.BladeConfigSpec) {
 			s.DaemonSet.ImagePullPolicy = "Sometimes"
 		}, "Unsupported value"},

@@ -19,11 +19,21 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	args := os.Args[1:]
+	cmd := run
+	if len(args) > 0 && args[0] == "migrate-config" {
+		args = args[1:]
+		cmd = func(a []string) error { return migrateConfig(a, os.Stdout, os.Stderr) }
+	}
+	if err := cmd(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
 		}
-		fmt.Fprintln(os.Stderr, "kubeblade-agent:", err)
+		if !errors.Is(err, errReported) {
+			fmt.Fprintln(os.Stderr, "kubeblade-agent:", err)
+		} else {
+			fmt.Fprintln(os.Stderr, "kubeblade-agent: nothing written")
+		}
 		os.Exit(1)
 	}
 }

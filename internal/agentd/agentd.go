@@ -114,7 +114,7 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("state directory: %w", err)
 	}
 
-	hw, err := backends.Open(ctx, cfg.Hardware, backends.Deps{Clock: o.Clock, Logger: log})
+	hw, err := backends.Open(ctx, cfg.Hardware, backends.Deps{Clock: o.Clock, Logger: log, NoTach: !settings.TachEnabled})
 	if err != nil {
 		return fmt.Errorf("hardware: %w", err)
 	}

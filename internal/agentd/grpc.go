@@ -38,6 +38,7 @@ func startGRPC(o Options, d *Daemon, goServe func(string, func(context.Context) 
 		Dir:        o.StateDir,
 		ExtraSANs:  g.Remote.ExtraSANs,
 		Port:       int(g.Remote.Port),
+		ServerHost: dialHost(g.Remote.BindAddress),
 		SocketPath: g.SocketPath,
 		Clock:      o.Clock,
 		Logger:     o.Logger,
@@ -59,12 +60,14 @@ func startGRPC(o Options, d *Daemon, goServe func(string, func(context.Context) 
 	return nil
 }
 
-// listenRemote binds the mutual-TLS TCP port (o.RemoteAddress overrides
-// ":<grpc.remote.port>") and records the bound address.
+// listenRemote binds the mutual-TLS TCP port on grpc.remote.bindAddress
+// (every interface when empty; o.RemoteAddress overrides both) and records
+// the bound address.
 func listenRemote(o Options, d *Daemon) (net.Listener, error) {
 	addr := o.RemoteAddress
 	if addr == "" {
-		addr = net.JoinHostPort("", strconv.Itoa(int(d.Config.GRPC.Remote.Port)))
+		r := d.Config.GRPC.Remote
+		addr = net.JoinHostPort(r.BindAddress, strconv.Itoa(int(r.Port)))
 	}
 	tcp, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -72,4 +75,14 @@ func listenRemote(o Options, d *Daemon) (net.Listener, error) {
 	}
 	d.GRPCAddr = tcp.Addr().String()
 	return tcp, nil
+}
+
+// dialHost is the host a client should dial for a listener bound to
+// bindAddress: that address when it is a specific one, else "" (the
+// hostname).
+func dialHost(bindAddress string) string {
+	if ip := net.ParseIP(bindAddress); ip != nil && !ip.IsUnspecified() {
+		return bindAddress
+	}
+	return ""
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
@@ -24,6 +25,7 @@ func newStatusCmd(o *options) *cobra.Command {
 		Short: "Show temperature, fan, power, state and LEDs",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.legacyNote = "their status has no LED colours, hardware facts or capabilities"
 			return o.onBlades(cmd.Context(), false, printer.statusTable, func(ctx context.Context, blade string, c bladeClient) (result, error) {
 				st, err := c.Status(ctx)
 				return result{Status: viewStatus(st)}, err
@@ -72,15 +74,21 @@ func messageTable(p printer, results []result) error {
 }
 
 func newMonitorCmd(o *options) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "monitor",
 		Short: "Follow blades live: one line per change, as it happens",
 		Long: `monitor prints the blades' status at once and then a line for every change
 the agents report (button presses, identify, critical temperature, fan and
 stealth changes, new readings) until interrupted, or until --timeout if given.
-With -o json every line is a JSON object; with -o yaml a YAML document.`,
+With -o json every line is a JSON object; with -o yaml a YAML document.
+
+An agent that serves only compute-blade-agent's API sends no events: monitor
+asks it for its status every --poll-interval and prints what changed.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.pollInterval < 100*time.Millisecond {
+				return usagef("--poll-interval must be at least 100ms")
+			}
 			var mu sync.Mutex
 			p := o.printer()
 			if p.format == outTable {
@@ -91,6 +99,9 @@ With -o json every line is a JSON object; with -o yaml a YAML document.`,
 				err := c.Watch(ctx, func(m *agentv1.WatchStatusResponse) error {
 					mu.Lock()
 					defer mu.Unlock()
+					if l, ok := c.(legacyReporter); ok && !received && l.LegacyAPI() {
+						fmt.Fprintf(o.env.Stderr, "note: %s serves compute-blade-agent's API only: no live events; its status is polled every %s\n", blade, o.pollInterval)
+					}
 					received = true
 					return o.printMonitor(p, blade, m)
 				})
@@ -108,6 +119,8 @@ With -o json every line is a JSON object; with -o yaml a YAML document.`,
 			return o.finish(results)
 		},
 	}
+	cmd.Flags().DurationVar(&o.pollInterval, "poll-interval", DefaultPollInterval, "how often to poll agents that serve only compute-blade-agent's API (no live events)")
+	return cmd
 }
 
 func (o *options) printMonitor(p printer, name string, m *agentv1.WatchStatusResponse) error {
@@ -306,6 +319,8 @@ type versionView struct {
 type versionInfo struct {
 	Version string `json:"version"`
 	Commit  string `json:"commit,omitempty"`
+	// Date is the build (or commit) time, RFC 3339.
+	Date string `json:"date,omitempty"`
 }
 
 func newVersionCmd(o *options) *cobra.Command {
@@ -317,12 +332,19 @@ func newVersionCmd(o *options) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			v := version.Get()
 			out := versionView{Client: versionInfo{Version: v.Version, Commit: v.Commit}}
+			if !v.Date.IsZero() {
+				out.Client.Date = v.Date.UTC().Format(time.RFC3339)
+			}
 			var results []result
 			if !clientOnly {
 				var err error
 				results, err = o.forEach(cmd.Context(), false, func(ctx context.Context, blade string, c bladeClient) (result, error) {
 					st, err := c.Status(ctx)
-					return result{Message: st.GetVersion().GetVersion(), Status: viewStatus(st)}, err
+					v := st.GetVersion().GetVersion()
+					if v == "" && err == nil {
+						v = "unknown (the agent does not say)"
+					}
+					return result{Message: v, Status: viewStatus(st)}, err
 				})
 				if err != nil {
 					return err

@@ -1,13 +1,16 @@
 package bladectl
 
 import (
+	"encoding/base64"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kubeblade/kubeblade/internal/clientconfig"
+	"github.com/kubeblade/kubeblade/internal/migrate"
 )
 
 func newConfigCmd(o *options) *cobra.Command {
@@ -21,7 +24,7 @@ unix:///run/kubeblade/agent.sock.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	cmd.AddCommand(newConfigListCmd(o), newConfigAddCmd(o), newConfigUseCmd(o), newConfigRemoveCmd(o), newConfigImportCmd(o),
-		newConfigRequestCertificateCmd(o))
+		newConfigExportCmd(o), newConfigRequestCertificateCmd(o))
 	return cmd
 }
 
@@ -146,28 +149,47 @@ func newConfigRemoveCmd(o *options) *cobra.Command {
 }
 
 func newConfigImportCmd(o *options) *cobra.Command {
-	return &cobra.Command{
-		Use:   "import FILE",
-		Short: "Add the blades of another bladectl config, e.g. the one an agent wrote to /var/lib/kubeblade/bladectl.yaml",
-		Args:  exactArgs(1),
+	var skipPlaintext bool
+	cmd := &cobra.Command{
+		Use:   "import [FILE]",
+		Short: "Add the blades of another bladectl config: kubeblade's, or compute-blade-agent's (default ~/" + migrate.OldBladectlConfig + ")",
+		Long: `import adds the blades of another config file to yours (a blade with the same
+name is replaced). FILE is either kubeblade's format, like the config an agent
+with remote access writes to /var/lib/kubeblade/bladectl.yaml, or the old
+compute-blade-agent bladectl's (its blades: list with a cert: block), which is
+read from ~/` + migrate.OldBladectlConfig + ` when FILE is not given.
+
+Certificates are checked before anything is saved. A blade the old bladectl
+reached without TLS (over TCP without a complete cert: block) is refused:
+kubeblade's bladectl speaks TCP only with mutual TLS; --skip-plaintext leaves
+such blades out instead.`,
+		Args: maxArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			other, exists, err := clientconfig.Load(args[0])
+			path := ""
+			if len(args) == 1 {
+				path = args[0]
+			} else {
+				home := o.env.Getenv("HOME")
+				if home == "" {
+					home, _ = os.UserHomeDir()
+				}
+				path = filepath.Join(home, migrate.OldBladectlConfig)
+			}
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				if os.IsNotExist(err) {
+					return fmt.Errorf("%s does not exist", path)
+				}
+				return err
+			}
+			other, from, err := o.readImport(raw, path, skipPlaintext)
 			if err != nil {
 				return err
 			}
-			if !exists {
-				return fmt.Errorf("%s does not exist", args[0])
-			}
 			return o.editConfig(func(cfg *clientconfig.Config) error {
 				for _, b := range other.Blades {
-					// File paths in the imported config are relative to it.
-					for _, f := range []*string{&b.Blade.CertificateAuthority, &b.Blade.ClientCertificate, &b.Blade.ClientKey} {
-						if *f != "" && !filepath.IsAbs(*f) {
-							*f = filepath.Join(filepath.Dir(args[0]), *f)
-						}
-					}
 					cfg.Set(b.Name, b.Blade)
-					fmt.Fprintf(o.env.Stdout, "blade %q imported\n", b.Name)
+					fmt.Fprintf(o.env.Stdout, "blade %q imported%s\n", b.Name, from)
 				}
 				if cfg.CurrentBlade == "" || cfg.CurrentBlade == clientconfig.LocalBlade && other.CurrentBlade != "" {
 					cfg.CurrentBlade = other.CurrentBlade
@@ -175,6 +197,142 @@ func newConfigImportCmd(o *options) *cobra.Command {
 				return nil
 			})
 		},
+	}
+	cmd.Flags().BoolVar(&skipPlaintext, "skip-plaintext", false, "leave out blades the old bladectl reached over TCP without TLS, instead of refusing the import")
+	return cmd
+}
+
+// readImport reads a config to import in either format; file paths in it
+// are made absolute (they are relative to the file).
+func (o *options) readImport(raw []byte, path string, skipPlaintext bool) (*clientconfig.Config, string, error) {
+	if migrate.IsOldBladectlConfig(raw) {
+		cfg, warnings, err := migrate.ImportBladectlConfig(raw, path, migrate.ImportOptions{SkipPlaintext: skipPlaintext})
+		if err != nil {
+			return nil, "", fmt.Errorf("nothing imported from compute-blade-agent's bladectl config:\n%s", indent(err.Error()))
+		}
+		o.warn(warnings)
+		return cfg, " (from compute-blade-agent's bladectl config)", nil
+	}
+	cfg, err := clientconfig.Parse(raw)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", path, err)
+	}
+	for i := range cfg.Blades {
+		b := &cfg.Blades[i].Blade
+		for _, f := range []*string{&b.CertificateAuthority, &b.ClientCertificate, &b.ClientKey} {
+			if *f != "" && !filepath.IsAbs(*f) {
+				*f = filepath.Join(filepath.Dir(path), *f)
+			}
+		}
+	}
+	return cfg, "", nil
+}
+
+// Export formats.
+const (
+	formatKubeblade = "kubeblade"
+	formatOld       = "compute-blade-agent"
+)
+
+func newConfigExportCmd(o *options) *cobra.Command {
+	var format, file string
+	cmd := &cobra.Command{
+		Use:   "export [--format kubeblade|compute-blade-agent] [--file PATH]",
+		Short: "Write the blades (all, or --blade) as a self-contained config, for another machine or for compute-blade-agent's bladectl",
+		Long: `export writes the blades of your config (all of them, or those named with
+--blade) with their certificates inline, to stdout or to --file (mode 0600,
+written only when the whole export succeeds).
+
+--format compute-blade-agent writes the old bladectl's format, for
+~/` + migrate.OldBladectlConfig + `. A blade reached over mutual TLS is never written
+without its certificates: if they cannot be read, the export fails.`,
+		Args:      noArgs,
+		ValidArgs: []string{formatKubeblade, formatOld},
+		RunE: func(*cobra.Command, []string) error {
+			path := o.resolvedConfigPath()
+			cfg, _, err := clientconfig.Load(path)
+			if err != nil {
+				return err
+			}
+			var out []byte
+			switch format {
+			case formatOld:
+				var warnings []migrate.Finding
+				out, warnings, err = migrate.ExportBladectlConfig(cfg, o.blades, configBaseDir(path), path)
+				if err != nil {
+					return fmt.Errorf("nothing exported:\n%s", indent(err.Error()))
+				}
+				o.warn(warnings)
+			case formatKubeblade:
+				if out, err = exportInline(cfg, o.blades, configBaseDir(path)); err != nil {
+					return fmt.Errorf("nothing exported: %w", err)
+				}
+			default:
+				return usagef("--format %q: want %s or %s", format, formatKubeblade, formatOld)
+			}
+			if file == "" || file == "-" {
+				_, err := o.env.Stdout.Write(out)
+				return err
+			}
+			if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+				return err
+			}
+			if err := clientconfig.WriteFileAtomic(file, out, 0o600); err != nil {
+				return err
+			}
+			fmt.Fprintf(o.env.Stderr, "wrote %s\n", file)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", formatKubeblade, "kubeblade or compute-blade-agent (the old bladectl's config)")
+	cmd.Flags().StringVar(&file, "file", "", "write here instead of stdout")
+	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{formatKubeblade, formatOld}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// exportInline is cfg's named blades (all when names is empty) with every
+// certificate file read into the *-data fields.
+func exportInline(cfg *clientconfig.Config, names []string, baseDir string) ([]byte, error) {
+	if len(names) == 0 {
+		names = cfg.Names()
+	}
+	out := &clientconfig.Config{}
+	for _, n := range names {
+		b, ok := cfg.Lookup(n)
+		if !ok {
+			return nil, fmt.Errorf("no blade named %q", n)
+		}
+		if !b.IsUnix() {
+			ca, client, err := b.Credentials(baseDir)
+			if err != nil {
+				return nil, fmt.Errorf("blade %q: %w", n, err)
+			}
+			b64 := base64.StdEncoding.EncodeToString
+			b.CertificateAuthority, b.ClientCertificate, b.ClientKey = "", "", ""
+			b.CertificateAuthorityData, b.ClientCertificateData, b.ClientKeyData = b64(ca), b64(client.CertPEM), b64(client.KeyPEM)
+		}
+		out.Set(n, b)
+		if n == cfg.CurrentBlade {
+			out.CurrentBlade = n
+		}
+	}
+	return clientconfig.Marshal(out)
+}
+
+func (o *options) warn(fs []migrate.Finding) {
+	for _, f := range fs {
+		fmt.Fprintf(o.env.Stderr, "warning: %s\n", f)
+	}
+}
+
+func indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ") }
+
+func maxArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) > n {
+			return usagef("usage: %s", cmd.UseLine())
+		}
+		return nil
 	}
 }
 

@@ -58,10 +58,15 @@ type hardwareView struct {
 
 // result is one blade's answer to a command.
 type result struct {
-	Blade   string      `json:"blade"`
-	Error   string      `json:"error,omitempty"`
-	Message string      `json:"message,omitempty"`
-	Status  *statusView `json:"status,omitempty"`
+	Blade string `json:"blade"`
+	// API is "compute-blade-agent" for an agent that serves only the old
+	// API; empty for kubeblade's.
+	API   string `json:"api,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Unsupported marks an error that is the old API's limit.
+	Unsupported bool        `json:"unsupported,omitempty"`
+	Message     string      `json:"message,omitempty"`
+	Status      *statusView `json:"status,omitempty"`
 }
 
 func viewStatus(s *agentv1.Status) *statusView {
@@ -218,7 +223,11 @@ func (p printer) statusTable(results []result) error {
 			continue
 		}
 		v := r.Status
-		rows = append(rows, []string{r.Blade, v.temp(), v.fan(), orDash(v.PowerSource), v.state(), v.leds(), v.AgentVersion})
+		agent := v.AgentVersion
+		if r.API != "" {
+			agent += " (" + r.API + ")"
+		}
+		rows = append(rows, []string{r.Blade, v.temp(), v.fan(), orDash(v.PowerSource), v.state(), v.leds(), agent})
 	}
 	if len(rows) == 0 {
 		return nil

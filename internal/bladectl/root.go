@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,8 +17,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/utils/clock"
 
 	"github.com/kubeblade/kubeblade/internal/clientconfig"
+	"github.com/kubeblade/kubeblade/internal/migrate"
 )
 
 // Exit codes.
@@ -27,6 +30,9 @@ const (
 	ExitFailed = 1
 	// ExitUsage: the command line itself was wrong.
 	ExitUsage = 2
+	// ExitUnsupported: a blade runs the old compute-blade-agent, whose API
+	// cannot do what was asked, and no blade failed otherwise.
+	ExitUnsupported = 3
 )
 
 // DefaultTimeout bounds each call unless --timeout says otherwise.
@@ -41,6 +47,8 @@ type Env struct {
 	Argv0 string
 	// Now is the wall clock for monitor lines without a timestamp.
 	Now func() time.Time
+	// Clock paces monitor's polling of old agents (default the real clock).
+	Clock clock.WithTicker
 }
 
 // options are the global flags.
@@ -55,6 +63,11 @@ type options struct {
 	// timeoutSet is true when --timeout was given: open-ended commands
 	// (monitor, identify --wait) then end after it too.
 	timeoutSet bool
+	// pollInterval paces monitor against old agents.
+	pollInterval time.Duration
+	// legacyNote, when a command sets it, is said once after the results
+	// if some blades answered through the old API: what they lack.
+	legacyNote string
 }
 
 // usageError marks errors in the command line, which exit with ExitUsage.
@@ -63,7 +76,12 @@ type usageError struct{ error }
 func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
 // failedError reports that some blades failed; details are already printed.
-type failedError struct{ failed, total int }
+type failedError struct {
+	failed, total int
+	// code is the exit code: ExitUnsupported when every failure was a
+	// request the old API cannot carry.
+	code int
+}
 
 func (e failedError) Error() string {
 	return fmt.Sprintf("%d of %d blades failed", e.failed, e.total)
@@ -78,7 +96,10 @@ func Main(ctx context.Context, args []string, env Env) int {
 	if env.Now == nil {
 		env.Now = time.Now
 	}
-	o := &options{env: env}
+	if env.Clock == nil {
+		env.Clock = clock.RealClock{}
+	}
+	o := &options{env: env, pollInterval: DefaultPollInterval}
 	root := newRoot(o)
 	root.SetArgs(args)
 	root.SetOut(env.Stdout)
@@ -92,7 +113,7 @@ func Main(ctx context.Context, args []string, env Env) int {
 		if fe.total > 1 {
 			fmt.Fprintf(env.Stderr, "error: %s\n", fe)
 		}
-		return ExitFailed
+		return fe.code
 	}
 	fmt.Fprintf(env.Stderr, "error: %s\n", err)
 	var ue usageError
@@ -126,6 +147,10 @@ mutual TLS with the blades named in ~/.config/kubeblade/bladectl.yaml
 ($BLADECTL_CONFIG). An agent with remote access enabled writes a ready
 config to /var/lib/kubeblade/bladectl.yaml; add its blades with
 'bladectl config import'.
+
+Agents that run the older compute-blade-agent are spoken to through its
+API, which cannot do everything: bladectl says so, and exits 3 when that is
+the only reason a command failed.
 
 With --node NAME (or --all-nodes, or --selector), and by default as
 'kubectl blade', it works through the Kubernetes API instead: control by
@@ -204,9 +229,12 @@ func (o *options) targets(ctx context.Context) ([]target, error) {
 	path := o.resolvedConfigPath()
 	cfg, exists, err := clientconfig.Load(path)
 	if err != nil {
+		if raw, rerr := os.ReadFile(path); rerr == nil && migrate.IsOldBladectlConfig(raw) {
+			return nil, fmt.Errorf("%s is compute-blade-agent's bladectl config, not kubeblade's: add its blades to yours with 'bladectl config import %s'", path, path)
+		}
 		return nil, err
 	}
-	conn := grpcConnector{cfg: cfg, baseDir: configBaseDir(path)}
+	conn := grpcConnector{cfg: cfg, baseDir: configBaseDir(path), poll: o.pollInterval, clock: o.env.Clock}
 	var names []string
 	switch {
 	case o.all:
@@ -289,23 +317,48 @@ func (o *options) runOne(ctx context.Context, t target, openEnded bool, fn blade
 	defer cancel()
 	r, err := fn(cctx, t.name, c)
 	r.Blade = t.name
+	if l, ok := c.(legacyReporter); ok && l.LegacyAPI() {
+		r.API = apiLegacy
+	}
 	if err != nil {
+		r.Unsupported = errors.As(err, new(unsupportedError))
 		r.Error = explain(c.Address(), o.timeout, err).Error()
 	}
 	return r
 }
 
-// finish prints failures to stderr and turns them into the exit status.
+// finish prints failures to stderr, says once what blades on the old API
+// lack, and turns the failures into the exit status.
 func (o *options) finish(results []result) error {
-	failed := 0
+	failed, unsupported := 0, 0
+	var legacy []string
 	for _, r := range results {
 		if r.Error != "" {
 			failed++
+			if r.Unsupported {
+				unsupported++
+			}
 			fmt.Fprintf(o.env.Stderr, "%s: %s\n", r.Blade, r.Error)
+		} else if r.API == apiLegacy {
+			legacy = append(legacy, r.Blade)
 		}
 	}
+	if len(legacy) > 0 && o.legacyNote != "" {
+		fmt.Fprintf(o.env.Stderr, "note: %s %s compute-blade-agent's API only: %s\n", strings.Join(legacy, ", "), serves(len(legacy)), o.legacyNote)
+	}
 	if failed > 0 {
-		return failedError{failed: failed, total: len(results)}
+		code := ExitFailed
+		if unsupported == failed {
+			code = ExitUnsupported
+		}
+		return failedError{failed: failed, total: len(results), code: code}
 	}
 	return nil
+}
+
+func serves(n int) string {
+	if n == 1 {
+		return "serves"
+	}
+	return "serve"
 }

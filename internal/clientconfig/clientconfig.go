@@ -100,24 +100,33 @@ func Load(path string) (cfg *Config, exists bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
-	cfg = &Config{}
-	if err := yaml.UnmarshalStrict(b, cfg); err != nil {
+	cfg, err = Parse(b)
+	if err != nil {
 		return nil, true, fmt.Errorf("%s: %w", path, err)
 	}
+	return cfg, true, nil
+}
+
+// Parse decodes a config file's contents, refusing unknown keys.
+func Parse(b []byte) (*Config, error) {
+	cfg := &Config{}
+	if err := yaml.UnmarshalStrict(b, cfg); err != nil {
+		return nil, err
+	}
 	if cfg.Kind != "" && cfg.Kind != Kind {
-		return nil, true, fmt.Errorf("%s: kind is %q, want %q", path, cfg.Kind, Kind)
+		return nil, fmt.Errorf("kind is %q, want %q", cfg.Kind, Kind)
 	}
 	seen := map[string]bool{}
 	for _, b := range cfg.Blades {
 		if b.Name == "" {
-			return nil, true, fmt.Errorf("%s: a blade has no name", path)
+			return nil, errors.New("a blade has no name")
 		}
 		if seen[b.Name] {
-			return nil, true, fmt.Errorf("%s: blade %q is listed twice", path, b.Name)
+			return nil, fmt.Errorf("blade %q is listed twice", b.Name)
 		}
 		seen[b.Name] = true
 	}
-	return cfg, true, nil
+	return cfg, nil
 }
 
 // Save writes cfg to path atomically with mode 0600: it may hold a

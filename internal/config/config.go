@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"os"
 	"reflect"
 	"regexp"
@@ -360,6 +361,9 @@ func Validate(cfg agentconfigv1.AgentConfig) error {
 	if p := cfg.GRPC.Remote.Port; p < 1 || p > 65535 {
 		add("grpc.remote.port: %d is outside 1–65535", p)
 	}
+	if err := ValidateBindAddress(cfg.GRPC.Remote.BindAddress); err != nil {
+		add("grpc.remote.bindAddress: %v", err)
+	}
 	if cfg.GRPC.SocketPath == "" {
 		add("grpc.socketPath: must not be empty")
 	}
@@ -368,6 +372,19 @@ func Validate(cfg agentconfigv1.AgentConfig) error {
 		return nil
 	}
 	return fmt.Errorf("invalid config: %w", errors.Join(errs...))
+}
+
+// ValidateBindAddress accepts what the CRD's isIP() accepts: an IPv4 or
+// IPv6 address without a zone, not IPv4-mapped; empty means every interface.
+func ValidateBindAddress(s string) error {
+	if s == "" {
+		return nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" || a.Is4In6() {
+		return fmt.Errorf("%q is not an IP address (no port, no host name; empty binds every interface)", s)
+	}
+	return nil
 }
 
 // Settings turns a validated config into the agent core's settings.

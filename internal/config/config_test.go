@@ -132,21 +132,27 @@ func TestLoadRejects(t *testing.T) {
 			"hysteresisCelsius: 40 must be below criticalCelsius 40"},
 		"hysteresis above critical": {"criticalCelsius: 30\nhysteresisCelsius: 45", nil,
 			"hysteresisCelsius: 45 must be below criticalCelsius 30"},
-		"critical out of range":    {"criticalCelsius: 150", nil, "criticalCelsius: 150 is outside 30–110"},
-		"unknown top-level key":    {"criticalCelsus: 60", nil, `unknown field "criticalCelsus"`},
-		"unknown nested key":       {"leds:\n  idle: \"#000000\"", nil, `unknown field "idle"`},
-		"bad colour":               {"leds:\n  idleColor: green", nil, `leds.idleColor: "green" is not a colour`},
-		"short colour":             {"leds:\n  criticalColor: \"#f00\"", nil, `leds.criticalColor: "#f00" is not a colour`},
-		"colour without hash":      {"leds:\n  criticalColor: \"ff0000\"", nil, `leds.criticalColor: "ff0000" is not a colour`},
-		"wrong type":               {"criticalCelsius: hot", nil, "criticalCelsius: want a int32, got string"},
-		"bad backend":              {"hardware:\n  backend: bcm9999", nil, `hardware.backend: "bcm9999" is not one of`},
-		"not yaml":                 {"criticalCelsius: [", nil, "config "},
-		"env bad value":            {"", []string{"KUBEBLADE_FAN_CURVE=[{temperatureCelsius: 30, percent: 101}]"}, "fanCurve[0].percent: 101"},
-		"env wrong type":           {"", []string{"KUBEBLADE_GRPC_REMOTE_PORT=http"}, "grpc.remote.port: want a int32"},
-		"port out of range":        {"grpc:\n  remote:\n    port: 70000", nil, "grpc.remote.port: 70000 is outside 1–65535"},
-		"peer lost percent":        {"fanPeerLostPercent: 120", nil, "fanPeerLostPercent: 120 is outside 0–100"},
-		"bad maintenance colour":   {"leds:\n  maintenanceColor: amber", nil, `leds.maintenanceColor: "amber" is not a colour`},
-		"env bad attention colour": {"", []string{"KUBEBLADE_LEDS_NODE_ATTENTION_COLOR=yellow"}, `leds.nodeAttentionColor: "yellow" is not a colour`},
+		"critical out of range": {"criticalCelsius: 150", nil, "criticalCelsius: 150 is outside 30–110"},
+		"unknown top-level key": {"criticalCelsus: 60", nil, `unknown field "criticalCelsus"`},
+		"unknown nested key":    {"leds:\n  idle: \"#000000\"", nil, `unknown field "idle"`},
+		"bad colour":            {"leds:\n  idleColor: green", nil, `leds.idleColor: "green" is not a colour`},
+		"short colour":          {"leds:\n  criticalColor: \"#f00\"", nil, `leds.criticalColor: "#f00" is not a colour`},
+		"colour without hash":   {"leds:\n  criticalColor: \"ff0000\"", nil, `leds.criticalColor: "ff0000" is not a colour`},
+		"wrong type":            {"criticalCelsius: hot", nil, "criticalCelsius: want a int32, got string"},
+		"bad backend":           {"hardware:\n  backend: bcm9999", nil, `hardware.backend: "bcm9999" is not one of`},
+		"not yaml":              {"criticalCelsius: [", nil, "config "},
+		"env bad value":         {"", []string{"KUBEBLADE_FAN_CURVE=[{temperatureCelsius: 30, percent: 101}]"}, "fanCurve[0].percent: 101"},
+		"env wrong type":        {"", []string{"KUBEBLADE_GRPC_REMOTE_PORT=http"}, "grpc.remote.port: want a int32"},
+		"port out of range":     {"grpc:\n  remote:\n    port: 70000", nil, "grpc.remote.port: 70000 is outside 1–65535"},
+		"bind address a host name": {"grpc:\n  remote:\n    bindAddress: blade1.local", nil,
+			`grpc.remote.bindAddress: "blade1.local" is not an IP address`},
+		"bind address with a port": {"", []string{"KUBEBLADE_GRPC_REMOTE_BIND_ADDRESS=10.0.0.5:8081"},
+			`grpc.remote.bindAddress: "10.0.0.5:8081" is not an IP address`},
+		"bind address with a zone":      {"grpc:\n  remote:\n    bindAddress: fe80::1%eth0", nil, "is not an IP address"},
+		"bind address IPv4-mapped IPv6": {"grpc:\n  remote:\n    bindAddress: \"::ffff:10.0.0.5\"", nil, "is not an IP address"},
+		"peer lost percent":             {"fanPeerLostPercent: 120", nil, "fanPeerLostPercent: 120 is outside 0–100"},
+		"bad maintenance colour":        {"leds:\n  maintenanceColor: amber", nil, `leds.maintenanceColor: "amber" is not a colour`},
+		"env bad attention colour":      {"", []string{"KUBEBLADE_LEDS_NODE_ATTENTION_COLOR=yellow"}, `leds.nodeAttentionColor: "yellow" is not a colour`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -233,5 +239,18 @@ func TestParseEnvOverridesTheDocument(t *testing.T) {
 	}
 	if _, err := ParseEnv([]byte(`{}`), []string{"KUBEBLADE_CRITICAL_CELSIUS=500"}); err == nil {
 		t.Fatal("an invalid override was accepted")
+	}
+}
+
+func TestBindAddress(t *testing.T) {
+	for _, addr := range []string{"", "10.0.0.5", "0.0.0.0", "::", "fd00::5"} {
+		cfg, _, err := Load(writeFile(t, ""), []string{"KUBEBLADE_GRPC_REMOTE_BIND_ADDRESS=" + addr})
+		if err != nil {
+			t.Errorf("%q: %v", addr, err)
+			continue
+		}
+		if cfg.GRPC.Remote.BindAddress != addr {
+			t.Errorf("%q: loaded %q", addr, cfg.GRPC.Remote.BindAddress)
+		}
 	}
 }

@@ -283,6 +283,12 @@ type RemoteGRPCConfig struct {
 	// +kubebuilder:validation:Maximum=65535
 	// +optional
 	Port int32 `json:"port,omitempty"`
+	// BindAddress is the IP address the TCP listener binds (IPv4 or IPv6,
+	// no port); empty binds every interface.
+	// +kubebuilder:validation:MaxLength=45
+	// +kubebuilder:validation:XValidation:rule="self == '' || isIP(self)",message="bindAddress must be an IP address (no port, no host name)"
+	// +optional
+	BindAddress string `json:"bindAddress,omitempty"`
 	// ExtraSANs are additional DNS names or IPs for the serving certificate.
 	// +optional
 	ExtraSANs []string `json:"extraSANs,omitempty"`

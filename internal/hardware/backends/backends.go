@@ -27,6 +27,9 @@ type Opened struct {
 type Deps struct {
 	Clock  clock.WithTicker
 	Logger *slog.Logger
+	// NoTach is tachEnabled: false. The tach is then not opened at all,
+	// so its GPIO line stays free (the setting takes effect at start).
+	NoTach bool
 }
 
 // Open opens the backend cfg selects. "auto" means linux: it never falls back
@@ -59,7 +62,7 @@ func openLinux(ctx context.Context, cfg agentconfigv1.LinuxHardwareConfig, deps 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	b, err := linux.Open(ctx, linux.Options{Config: cfg, Clock: deps.Clock, Logger: logger})
+	b, err := linux.Open(ctx, linux.Options{Config: cfg, Clock: deps.Clock, Logger: logger, NoTach: deps.NoTach})
 	if err != nil {
 		return Opened{}, fmt.Errorf("linux hardware backend: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 const (
 	SoCBCM2711 = "bcm2711" // Compute Module 4
 	SoCBCM2712 = "bcm2712" // Compute Module 5
+	SoCRK3588  = "rk3588"  // Radxa CM5 (an RK3588S)
 )
 
 // GPIO chip labels of the blade's header pins. On a CM5 the pins are on
@@ -86,7 +87,11 @@ func fromCompatible(compat []string, model, path string) Platform {
 			p.SoC = SoCBCM2711
 		case "brcm,bcm2712":
 			p.SoC = SoCBCM2712
-		case "raspberrypi,4-compute-module", "raspberrypi,5-compute-module":
+		case "rockchip,rk3588", "rockchip,rk3588s":
+			// Mainline's Radxa CM5 says rk3588s (rk3588s-radxa-cm5.dtsi),
+			// Radxa's own kernel rk3588.
+			p.SoC = SoCRK3588
+		case "raspberrypi,4-compute-module", "raspberrypi,5-compute-module", "radxa,cm5":
 			cm = true
 		}
 	}
@@ -98,6 +103,8 @@ func fromCompatible(compat []string, model, path string) Platform {
 	case p.SoC != "" && cm:
 		p.IsBlade = true
 		p.Detail = desc
+	case p.SoC == SoCRK3588:
+		p.Detail = desc + ": an RK3588 board but not a Radxa CM5, so not a Compute Blade"
 	case p.SoC != "":
 		p.Detail = desc + ": a Raspberry Pi but not a Compute Module, so not a Compute Blade"
 	default:

@@ -30,13 +30,9 @@ import (
 
 // Defaults for paths and the blade's wiring (SPEC §2).
 const (
-	DefaultSysfsRoot       = "/sys"
-	DefaultDevRoot         = "/dev"
-	DefaultProcRoot        = "/proc"
-	DefaultThermalZoneType = "cpu-thermal"
-	// DefaultSmartFanDetect is how long to listen for the smart fan unit:
-	// it reports every couple of seconds.
-	DefaultSmartFanDetect = 3 * time.Second
+	DefaultSysfsRoot = "/sys"
+	DefaultDevRoot   = "/dev"
+	DefaultProcRoot  = "/proc"
 	// ButtonDebounce is the kernel debounce on the edge button; the agent
 	// debounces presses again on top.
 	ButtonDebounce = 10 * time.Millisecond
@@ -51,6 +47,18 @@ var (
 	lineFan     = gpio.LineSpec{Name: "GPIO12", Offset: 12}
 )
 
+// Line biases. The button is active low, pressed pulls it to ground; the
+// old agent requests a pull-up and so do we. PoE detect is high for
+// 802.3at; the BCM2711's reset default on GPIO23 is a pull-down, which the
+// old agent overrode with a pull-up, so a detect output that is not driven
+// (how it behaves without PoE+ has not been checked on a board) read as
+// PoE+. With the pull-down an undriven line reads "not PoE+".
+const (
+	biasButton = gpio.BiasPullUp
+	biasPoE    = gpio.BiasPullDown
+	biasTach   = gpio.BiasPullUp // open-collector tach output
+)
+
 // Options configure Open. Only Config is needed in production.
 type Options struct {
 	Config agentconfigv1.LinuxHardwareConfig
@@ -60,10 +68,11 @@ type Options struct {
 	GPIO gpio.Driver
 	// Serial dials the smart fan unit's UART (default go.bug.st/serial).
 	Serial func(path string) uart.Dialer
-	// SmartFanDetect bounds listening for the smart fan unit.
-	SmartFanDetect time.Duration
-	// SmartFanRetry is the UART reconnect interval (default uart's).
+	// SmartFanRetry is the first UART reconnect interval (default uart's).
 	SmartFanRetry time.Duration
+	// NoTach leaves the tachometer alone (tachEnabled: false): its line
+	// is not requested at all.
+	NoTach bool
 	// AwaitPWMExport is passed to sysfs.OpenPWM (tests simulate the
 	// kernel with it).
 	AwaitPWMExport func(attempt int) bool
@@ -94,9 +103,12 @@ type Backend struct {
 	fanLine gpio.Line
 	meter   *tach.Meter
 
-	fan   fanKind
-	pwm   *sysfs.PWM
-	hwmon *sysfs.Hwmon
+	fan    fanKind
+	fanWhy string
+	pwm    *sysfs.PWM
+	hwmon  *sysfs.Hwmon
+	// hwmonWant is the pwm1 value last asked for (-1: none yet).
+	hwmonWant int64
 	// hwmonTach reads fan1_input when the GPIO tach line is unavailable.
 	hwmonTach bool
 	zone      *sysfs.ThermalZone
@@ -107,6 +119,7 @@ type Backend struct {
 	leds     [2]hardware.Color
 
 	smart       *uart.Client
+	smartPath   string
 	smartCancel context.CancelFunc
 	smartDone   chan struct{}
 	forwardDone chan struct{}
@@ -132,9 +145,6 @@ func (o *Options) defaults() {
 	if o.Serial == nil {
 		o.Serial = uart.Serial
 	}
-	if o.SmartFanDetect <= 0 {
-		o.SmartFanDetect = DefaultSmartFanDetect
-	}
 	c := &o.Config
 	if c.SysfsRoot == "" {
 		c.SysfsRoot = DefaultSysfsRoot
@@ -145,9 +155,6 @@ func (o *Options) defaults() {
 	if c.ProcRoot == "" {
 		c.ProcRoot = DefaultProcRoot
 	}
-	if c.ThermalZoneType == "" {
-		c.ThermalZoneType = DefaultThermalZoneType
-	}
 }
 
 // Open detects the machine and opens whatever blade hardware it can reach.
@@ -156,14 +163,18 @@ func (o *Options) defaults() {
 // capabilities. The only errors are a cancelled ctx and a config that names
 // hardware that cannot be there.
 func Open(ctx context.Context, o Options) (*Backend, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	o.defaults()
 	cfg := o.Config
 	b := &Backend{
-		log:     o.Logger.With("backend", "linux"),
-		clk:     o.Clock,
-		drv:     o.GPIO,
-		caps:    hardware.Capabilities{},
-		buttons: make(chan hardware.ButtonEvent, buttonBuffer),
+		log:       o.Logger.With("backend", "linux"),
+		clk:       o.Clock,
+		drv:       o.GPIO,
+		caps:      hardware.Capabilities{},
+		buttons:   make(chan hardware.ButtonEvent, buttonBuffer),
+		hwmonWant: -1,
 	}
 	plat := Detect(cfg.SysfsRoot, cfg.ProcRoot, cfg.DevRoot, o.GPIO)
 	b.info = hardware.Info{Backend: "linux", IsBlade: plat.IsBlade, SoC: plat.SoC, FanUnit: hardware.FanUnitNone, Detail: plat.Detail}
@@ -180,19 +191,27 @@ func Open(ctx context.Context, o Options) (*Backend, error) {
 		b.log.Warn("hardware capability missing", "capability", c, "reason", why)
 	}
 
-	b.openGPIO(cfg, plat, miss)
-
-	unit, err := b.openFanUnit(ctx, o, plat)
-	if err != nil {
-		b.Close()
-		return nil, err
+	if plat.SoC == SoCRK3588 {
+		// The Radxa CM5's pins behind the blade's connector are not
+		// mapped yet (the old agent stubs them too): no GPIO at all,
+		// rather than guessing lines on another SoC's numbering.
+		why := errors.New("the Radxa CM5's GPIO mapping to the blade's connector is not known")
+		for _, c := range []hardware.Capability{hardware.CapButton, hardware.CapStealth, hardware.CapPoEDetect} {
+			miss(c, why)
+		}
+	} else {
+		b.openGPIO(cfg, plat, miss)
 	}
-	b.info.FanUnit = unit
-	b.openFan(o, unit, miss)
-	b.openThermal(cfg, miss)
+	b.info.FanUnit = b.openFanUnit(o, plat)
+	b.openFan(o, plat, miss)
+	b.openThermal(cfg, plat, miss)
 	b.openLEDs(cfg, miss)
 
-	notes := []string{plat.Detail, "fan: " + string(b.fan)}
+	fan := string(b.fan)
+	if b.fanWhy != "" {
+		fan += " (" + b.fanWhy + ")"
+	}
+	notes := []string{plat.Detail, "fan: " + fan}
 	if len(missing) > 0 {
 		sort.Strings(missing)
 		notes = append(notes, "missing "+strings.Join(missing, "; "))
@@ -222,14 +241,14 @@ func (b *Backend) openGPIO(cfg agentconfigv1.LinuxHardwareConfig, plat Platform,
 	b.chip = chip
 
 	if _, err := b.claim(gpio.ParseLineSpec(cfg.Lines.Button, lineButton), gpio.Request{
-		Consumer: "kubeblade-button", Bias: gpio.BiasPullUp, Edge: gpio.EdgeBoth,
+		Consumer: "kubeblade-button", Bias: biasButton, Edge: gpio.EdgeBoth,
 		Debounce: ButtonDebounce, Handler: b.onButtonEdge,
 	}); err != nil {
 		miss(hardware.CapButton, err)
 	} else {
 		b.caps[hardware.CapButton] = true
 	}
-	if l, err := b.claim(gpio.ParseLineSpec(cfg.Lines.PoEDetect, linePoE), gpio.Request{Consumer: "kubeblade-poe"}); err != nil {
+	if l, err := b.claim(gpio.ParseLineSpec(cfg.Lines.PoEDetect, linePoE), gpio.Request{Consumer: "kubeblade-poe", Bias: biasPoE}); err != nil {
 		miss(hardware.CapPoEDetect, err)
 	} else {
 		b.poe = l
@@ -258,6 +277,23 @@ func (b *Backend) claim(spec gpio.LineSpec, r gpio.Request) (gpio.Line, error) {
 	}
 	b.claimed = append(b.claimed, l)
 	return l, nil
+}
+
+// lineHolder returns who holds the line spec names ("" when free or not
+// found): a kernel driver such as pwm-gpio shows up by its device name.
+func (b *Backend) lineHolder(spec gpio.LineSpec) string {
+	if b.chip == nil {
+		return ""
+	}
+	off, err := gpio.Resolve(b.chip, spec)
+	if err != nil {
+		return ""
+	}
+	li, err := b.chip.LineInfo(off)
+	if err != nil || !li.Used {
+		return ""
+	}
+	return li.Consumer
 }
 
 // onButtonEdge runs on the GPIO event goroutine. It converts the kernel's
@@ -293,9 +329,13 @@ func (b *Backend) deliverButton(t time.Time, edge hardware.ButtonEdge) {
 func (b *Backend) serialPath(cfg agentconfigv1.LinuxHardwareConfig, plat Platform) string {
 	p := cfg.SerialDevice
 	if p == "" {
-		p = "ttyAMA5" // UART5 on a CM4
-		if plat.SoC == SoCBCM2712 {
-			p = "ttyAMA4" // UART4 on a CM5
+		switch plat.SoC {
+		case SoCBCM2711:
+			p = "ttyAMA5" // UART5 on GPIO12/13 (dtoverlay=uart5)
+		case SoCBCM2712:
+			p = "ttyAMA4" // RP1 UART4 on GPIO12/13
+		default:
+			return "" // no known UART on the blade's fan pins
 		}
 	}
 	if !filepath.IsAbs(p) {
@@ -305,43 +345,39 @@ func (b *Backend) serialPath(cfg agentconfigv1.LinuxHardwareConfig, plat Platfor
 }
 
 // openFanUnit decides between the smart and the standard fan unit. The
-// smart unit is recognised by a valid frame within SmartFanDetect; once
-// found (or forced by config) its link stays up and reconnects by itself.
-func (b *Backend) openFanUnit(ctx context.Context, o Options, plat Platform) (hardware.FanUnit, error) {
+// smart unit's UART and the fan PWM share GPIO12/13, so a UART device that
+// exists means those pins are muxed to the UART: the unit is taken as
+// smart and the pins are never claimed as GPIO, even while the unit is
+// silent. The link listens and reconnects by itself; until the first
+// report, fan commands are sent and reported as failing.
+func (b *Backend) openFanUnit(o Options, plat Platform) hardware.FanUnit {
 	mode := o.Config.FanUnit
 	switch mode {
 	case "standard":
-		return hardware.FanUnitStandard, nil
+		return hardware.FanUnitStandard
 	case "none":
-		return hardware.FanUnitNone, nil
+		return hardware.FanUnitNone
 	}
 	path := b.serialPath(o.Config, plat)
 	if mode != "smart" {
+		if path == "" {
+			return hardware.FanUnitStandard
+		}
 		if _, err := os.Stat(path); err != nil {
 			b.log.Info("no smart fan unit UART; using the standard fan unit", "device", path)
-			return hardware.FanUnitStandard, nil
+			return hardware.FanUnitStandard
 		}
+	}
+	if path == "" {
+		b.log.Warn("smart fan unit forced by config but no UART known for this SoC; set linux.serialDevice")
+		return hardware.FanUnitSmart
 	}
 	c := uart.New(uart.Options{Dial: o.Serial(path), Clock: o.Clock, Logger: b.log.With("device", path), RetryInterval: o.SmartFanRetry})
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { c.Run(runCtx); close(done) }()
-	found := c.Detect(ctx, o.SmartFanDetect)
-	if err := ctx.Err(); err != nil {
-		cancel()
-		<-done
-		return "", err
-	}
-	if !found && mode != "smart" {
-		cancel()
-		<-done
-		b.log.Info("no smart fan unit answered; using the standard fan unit", "device", path, "waited", o.SmartFanDetect)
-		return hardware.FanUnitStandard, nil
-	}
-	if !found {
-		b.log.Warn("smart fan unit forced by config but silent so far; keeps listening", "device", path)
-	}
-	b.smart, b.smartCancel, b.smartDone = c, cancel, done
+	b.log.Info("smart fan unit UART configured; GPIO12/13 belong to it", "device", path)
+	b.smart, b.smartPath, b.smartCancel, b.smartDone = c, path, cancel, done
 	b.forwardDone = make(chan struct{})
 	go func() {
 		defer close(b.forwardDone)
@@ -349,51 +385,75 @@ func (b *Backend) openFanUnit(ctx context.Context, o Options, plat Platform) (ha
 			b.deliverButton(t, hardware.ButtonClick) // the unit reports presses, no releases
 		}
 	}()
-	return hardware.FanUnitSmart, nil
+	return hardware.FanUnitSmart
 }
 
 // openFan sets up fan duty and tach for the unit found.
-func (b *Backend) openFan(o Options, unit hardware.FanUnit, miss missFunc) {
+func (b *Backend) openFan(o Options, plat Platform, miss missFunc) {
 	cfg := o.Config
-	switch unit {
+	b.fan = fanNone
+	switch b.info.FanUnit {
 	case hardware.FanUnitNone:
-		b.fan = fanNone
 		return
 	case hardware.FanUnitSmart:
 		// The unit drives its fan itself and reports speed and airflow;
-		// GPIO12/13 are not connected to it.
+		// GPIO12/13 carry its UART.
 		b.fan = fanSmart
-		b.caps[hardware.CapFan] = true
-		b.caps[hardware.CapTach] = true
-		b.caps[hardware.CapAirflowTemperature] = true
+		b.fanWhy = b.smartPath
+		if b.smart != nil {
+			b.caps[hardware.CapFan] = true
+			b.caps[hardware.CapTach] = true
+			b.caps[hardware.CapAirflowTemperature] = true
+		} else {
+			miss(hardware.CapFan, errors.New("no UART for the smart fan unit"))
+		}
 		return
 	}
+
+	chips := sysfs.ListPWMChips(cfg.SysfsRoot)
+	fanSpec := gpio.ParseLineSpec(cfg.Lines.FanPWM, lineFan)
+	pick, pickErr := pickFanPWM(chips, plat.SoC, b.lineHolder(fanSpec), cfg.PWMChip, cfg.PWMChannel)
+	var picked *pwmPick
+	if pickErr == nil {
+		picked = &pick
+	}
+	hw, hwWhy, hwErr := pickFanHwmon(sysfs.ListHwmon(cfg.SysfsRoot), plat.SoC, cfg.HwmonName, picked)
 
 	var errs []error
 	try := func(kind fanKind) bool {
 		switch kind {
 		case fanPWM:
-			ch := 0
-			if cfg.PWMChannel != nil {
-				ch = int(*cfg.PWMChannel)
+			if pickErr != nil {
+				errs = append(errs, pickErr)
+				return false
 			}
-			p, err := sysfs.OpenPWM(sysfs.PWMOptions{SysfsRoot: cfg.SysfsRoot, Chip: cfg.PWMChip, Channel: ch, AwaitExport: o.AwaitPWMExport})
+			p, err := sysfs.OpenPWM(sysfs.PWMOptions{SysfsRoot: cfg.SysfsRoot, Chip: pick.chip.Name, Channel: pick.channel, AwaitExport: o.AwaitPWMExport})
+			if err == nil {
+				// Full speed until the agent's first command.
+				err = p.SetPercent(100)
+			}
 			if err != nil {
-				errs = append(errs, err)
+				errs = append(errs, fmt.Errorf("%s: %w", pick.why, err))
 				return false
 			}
 			b.pwm = p
+			b.fanWhy = fmt.Sprintf("%s, %s channel %d", pick.why, pick.chip.Name, pick.channel)
 		case fanHwmon:
-			h, err := sysfs.FindHwmon(cfg.SysfsRoot, cfg.HwmonName)
+			if hwErr != nil {
+				errs = append(errs, hwErr)
+				return false
+			}
+			h, err := sysfs.OpenHwmon(hw)
 			if err != nil {
 				errs = append(errs, err)
 				return false
 			}
 			b.hwmon = h
+			b.fanWhy = hwWhy
 		case fanGPIO:
-			// Last resort (a CM5 kernel without an RP1 PWM driver): full
-			// speed or off. Initially on, the safe state.
-			l, err := b.claim(gpio.ParseLineSpec(cfg.Lines.FanPWM, lineFan), gpio.Request{Consumer: "kubeblade-fan", Output: true, Initial: 1})
+			// Last resort (a CM5 kernel without any PWM on GPIO12):
+			// full speed or off. Initially on, the safe state.
+			l, err := b.claim(fanSpec, gpio.Request{Consumer: "kubeblade-fan", Output: true, Initial: 1})
 			if err != nil {
 				errs = append(errs, fmt.Errorf("GPIO fan: %w", err))
 				return false
@@ -403,7 +463,7 @@ func (b *Backend) openFan(o Options, unit hardware.FanUnit, miss missFunc) {
 		b.fan = kind
 		return true
 	}
-	order := []fanKind{fanPWM, fanHwmon, fanGPIO}
+	var order []fanKind
 	switch cfg.FanDriver {
 	case "pwm":
 		order = []fanKind{fanPWM}
@@ -411,8 +471,21 @@ func (b *Backend) openFan(o Options, unit hardware.FanUnit, miss missFunc) {
 		order = []fanKind{fanHwmon}
 	case "gpio":
 		order = []fanKind{fanGPIO}
+	default:
+		if plat.SoC == SoCRK3588 {
+			order = []fanKind{fanHwmon, fanPWM}
+			if cfg.PWMChip == "" {
+				order = []fanKind{fanHwmon}
+			}
+		} else {
+			// A pwm-fan driver that holds the GPIO12 PWM owns it, so
+			// hwmon goes first when one does.
+			order = []fanKind{fanPWM, fanGPIO}
+			if hwErr == nil {
+				order = []fanKind{fanHwmon, fanPWM, fanGPIO}
+			}
+		}
 	}
-	b.fan = fanNone
 	for _, k := range order {
 		if try(k) {
 			b.caps[hardware.CapFan] = true
@@ -422,27 +495,45 @@ func (b *Backend) openFan(o Options, unit hardware.FanUnit, miss missFunc) {
 	if b.fan == fanNone {
 		miss(hardware.CapFan, errors.Join(errs...))
 	}
-
-	meter := tach.New(tach.Options{PulsesPerRevolution: 2})
-	_, err := b.claim(gpio.ParseLineSpec(cfg.Lines.FanTach, lineTach), gpio.Request{
-		Consumer: "kubeblade-tach", Bias: gpio.BiasPullUp, Edge: gpio.EdgeFalling,
-		Handler: func(ev gpio.Event) { meter.Edge(ev.Time) },
-	})
-	switch {
-	case err == nil:
-		b.meter = meter
-		b.caps[hardware.CapTach] = true
-	case b.hwmon != nil && b.hwmon.HasTach():
-		// A pwm-fan node with a tach holds GPIO13 itself; use its count.
-		b.hwmonTach = true
-		b.caps[hardware.CapTach] = true
-	default:
-		miss(hardware.CapTach, err)
-	}
+	b.openTach(o, plat, miss)
 }
 
-func (b *Backend) openThermal(cfg agentconfigv1.LinuxHardwareConfig, miss missFunc) {
-	z, err := sysfs.FindThermalZone(cfg.SysfsRoot, cfg.ThermalZoneType)
+// openTach claims GPIO13 for the tachometer, unless the tach is turned off
+// (then the line is left alone entirely) or a pwm-fan driver counts it.
+func (b *Backend) openTach(o Options, plat Platform, miss missFunc) {
+	if o.NoTach {
+		return
+	}
+	var err error
+	if plat.SoC == SoCRK3588 {
+		err = errors.New("the Radxa CM5's GPIO mapping to the blade's connector is not known")
+	} else {
+		meter := tach.New(tach.Options{PulsesPerRevolution: 2})
+		_, err = b.claim(gpio.ParseLineSpec(o.Config.Lines.FanTach, lineTach), gpio.Request{
+			Consumer: "kubeblade-tach", Bias: biasTach, Edge: gpio.EdgeFalling,
+			Handler: func(ev gpio.Event) { meter.Edge(ev.Time) },
+		})
+		if err == nil {
+			b.meter = meter
+			b.caps[hardware.CapTach] = true
+			return
+		}
+	}
+	if b.hwmon != nil && b.hwmon.HasTach() {
+		// A pwm-fan node with a tach holds the tach line itself.
+		b.hwmonTach = true
+		b.caps[hardware.CapTach] = true
+		return
+	}
+	miss(hardware.CapTach, err)
+}
+
+func (b *Backend) openThermal(cfg agentconfigv1.LinuxHardwareConfig, plat Platform, miss missFunc) {
+	types := thermalZoneTypes[plat.SoC]
+	if cfg.ThermalZoneType != "" {
+		types = []string{cfg.ThermalZoneType}
+	}
+	z, err := sysfs.FindThermalZone(cfg.SysfsRoot, types...)
 	if err != nil {
 		miss(hardware.CapTemperature, err)
 		return
@@ -533,11 +624,18 @@ func (b *Backend) SetFanPercent(p uint8) error {
 	}
 	switch b.fan {
 	case fanSmart:
-		return b.smart.SetFanPercent(p)
+		if err := b.smart.SetFanPercent(p); err != nil {
+			return err
+		}
+		return b.smartHeard()
 	case fanPWM:
 		return b.pwm.SetPercent(p)
 	case fanHwmon:
-		return b.hwmon.SetPercent(p)
+		if err := b.hwmon.SetPercent(p); err != nil {
+			return err
+		}
+		b.hwmonWant = sysfs.Scale(p)
+		return nil
 	case fanGPIO:
 		// On/off only: any duty runs the fan flat out, erring cool.
 		v := 0
@@ -547,6 +645,38 @@ func (b *Backend) SetFanPercent(p uint8) error {
 		return b.fanLine.SetValue(v)
 	}
 	return fmt.Errorf("linux fan: %w", hardware.ErrNotSupported)
+}
+
+// smartHeard reports a smart fan unit that has not been heard from: the
+// request went out and will be re-sent, but nobody may be listening.
+func (b *Backend) smartHeard() error {
+	at, ok := b.smart.LastHeard()
+	if !ok {
+		return fmt.Errorf("smart fan unit on %s: no report yet (request sent, still listening)", b.smartPath)
+	}
+	if age := b.clk.Since(at); age > uart.DefaultStaleAfter {
+		return fmt.Errorf("smart fan unit on %s: silent for %s (request sent, still listening)", b.smartPath, age.Round(time.Second))
+	}
+	return nil
+}
+
+// keepHwmonFan puts pwm1 back when something else lowered it below what
+// the agent asked for: a pwm-fan that is also a thermal cooling device
+// (Radxa's CM5 image maps its fan to soc-thermal) is set by the kernel's
+// governor too. A higher value is left alone: the kernel wants more
+// cooling, which errs safe.
+func (b *Backend) keepHwmonFan() {
+	if b.hwmon == nil || b.hwmonWant < 0 {
+		return
+	}
+	cur, err := b.hwmon.Raw()
+	if err != nil || cur >= b.hwmonWant {
+		return
+	}
+	b.log.Info("hwmon fan was lowered by someone else; restoring", "pwm1", cur, "want", b.hwmonWant)
+	if err := b.hwmon.SetPercent(uint8((b.hwmonWant*100 + 127) / 255)); err != nil {
+		b.log.Warn("restoring the hwmon fan failed", "err", err)
+	}
 }
 
 // FanRPM implements hardware.Backend.
@@ -623,8 +753,10 @@ func (b *Backend) PowerSource() (hardware.PowerSource, error) {
 	return hardware.PowerPoEOrUSBC, nil
 }
 
-// SoCTemperature implements hardware.Backend.
+// SoCTemperature implements hardware.Backend. The agent reads it on every
+// sample, which is also when an hwmon fan is checked (keepHwmonFan).
 func (b *Backend) SoCTemperature() (float64, error) {
+	b.keepHwmonFan()
 	if err := b.need(hardware.CapTemperature); err != nil {
 		return 0, err
 	}
@@ -650,8 +782,16 @@ func (b *Backend) DroppedButtons() uint64 {
 	return b.dropped
 }
 
-// Close implements hardware.Backend. Outputs keep their last state: the
-// agent's safe exit has set them.
+// Close implements hardware.Backend. What the agent's safe exit set stays
+// where the kernel lets it:
+//   - a sysfs PWM channel stays exported, enabled, at its last duty (100 %
+//     after a safe exit): the kernel keeps PWM state after the process;
+//   - an hwmon pwm1 stays (the driver holds it);
+//   - GPIO lines are released, and mainline pin controllers turn released
+//     outputs into inputs (pinctrl-bcm2835 keeps them only with
+//     persist_gpio_outputs=1). The GPIO fan line is therefore made an
+//     input with a pull-up first: a 4-wire fan reads a high PWM input as
+//     full speed, so the fan keeps running flat out after the agent.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -662,6 +802,9 @@ func (b *Backend) Close() error {
 	b.mu.Unlock()
 
 	var errs []error
+	if b.fanLine != nil {
+		errs = append(errs, b.fanLine.SetInput(gpio.BiasPullUp))
+	}
 	for _, l := range b.claimed {
 		errs = append(errs, l.Close())
 	}

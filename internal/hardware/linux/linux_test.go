@@ -3,7 +3,7 @@ package linux_test
 import (
 	"context"
 	"errors"
-	"io"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
@@ -20,9 +20,11 @@ import (
 	"github.com/kubeblade/kubeblade/internal/hardware/linux"
 	"github.com/kubeblade/kubeblade/internal/hardware/linux/gpio"
 	"github.com/kubeblade/kubeblade/internal/hardware/linux/gpio/gpiotest"
+	"github.com/kubeblade/kubeblade/internal/hardware/linux/sysfs"
 	"github.com/kubeblade/kubeblade/internal/smartfan"
 	"github.com/kubeblade/kubeblade/internal/smartfan/smartfantest"
 	"github.com/kubeblade/kubeblade/internal/smartfan/uart"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 var epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -58,11 +60,68 @@ func machine(t *testing.T, fixture string, files map[string]string) string {
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
 			t.Fatal(err)
 		}
+		if target, ok := strings.CutPrefix(c, "->"); ok {
+			// A symlink, as sysfs has them (class entry → device).
+			if err := os.Symlink(target, full); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
 		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return root
+}
+
+// pwmChip returns the sysfs files of /sys/class/pwm/<name> whose device is
+// the platform device dev with driver and devicetree compatible (nothing
+// when empty), phandle ph (0: none), as the kernel lays them out.
+func pwmChip(name, dev, driver, compatible string, ph uint32, npwm int) map[string]string {
+	d := "sys/devices/platform/soc/" + dev
+	f := map[string]string{
+		"sys/class/pwm/" + name + "/npwm":   fmt.Sprintf("%d\n", npwm),
+		"sys/class/pwm/" + name + "/export": "",
+		"sys/class/pwm/" + name + "/device": "->../../../devices/platform/soc/" + dev,
+		d + "/uevent":                       "",
+	}
+	if driver != "" {
+		f["sys/bus/platform/drivers/"+driver+"/.keep"] = ""
+		f[d+"/driver"] = "->../../../../bus/platform/drivers/" + driver
+	}
+	if compatible != "" {
+		f[d+"/of_node/compatible"] = compatible + "\x00"
+		if ph != 0 {
+			f[d+"/of_node/phandle"] = string(be32(ph))
+		}
+	}
+	return f
+}
+
+// pwmFan returns the files of a pwm-fan hwmon device named dev whose pwms
+// property points at phandle ph, channel ch.
+func pwmFan(hwmon, dev string, ph, ch uint32) map[string]string {
+	d := "sys/devices/platform/" + dev
+	return map[string]string{
+		"sys/class/hwmon/" + hwmon + "/name":        "pwmfan\n",
+		"sys/class/hwmon/" + hwmon + "/pwm1":        "0\n",
+		"sys/class/hwmon/" + hwmon + "/pwm1_enable": "1\n",
+		"sys/class/hwmon/" + hwmon + "/device":      "->../../../devices/platform/" + dev,
+		d + "/of_node/compatible":                   "pwm-fan\x00",
+		d + "/of_node/pwms":                         string(append(append(be32(ph), be32(ch)...), be32(40000)...)),
+	}
+}
+
+func be32(v uint32) []byte { return []byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)} }
+
+func merge(ms ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 func read(t *testing.T, root, p string) string {
@@ -127,6 +186,10 @@ func TestDetect(t *testing.T) {
 		"masked, foreign chips only": {fixture: "masked", chips: []string{"gpio0"},
 			want: linux.Platform{IsBlade: false}},
 		"masked, nothing at all": {fixture: "masked", want: linux.Platform{IsBlade: false}},
+		"Radxa CM5, mainline devicetree": {fixture: "radxa-cm5",
+			want: linux.Platform{SoC: "rk3588", IsBlade: true, Model: "Radxa Compute Module 5 (CM5) IO Board"}},
+		"Radxa CM5, Radxa's kernel": {fixture: "radxa-cm5-bsp",
+			want: linux.Platform{SoC: "rk3588", IsBlade: true, Model: "Radxa CM5 IO"}},
 		"devicetree from /proc": {fixture: "proc-only",
 			want: linux.Platform{SoC: "bcm2711", IsBlade: true, Model: "Raspberry Pi Compute Module 4 Rev 1.1"}},
 	}
@@ -154,19 +217,18 @@ var cmpIgnoreText = cmp.FilterPath(func(p cmp.Path) bool {
 	return f == ".Detail" || f == ".Source"
 }, cmp.Ignore())
 
-// cm4Blade is a CM4 blade as the kernel shows it with dtoverlay=pwm: PWM
-// channel 0 not yet exported, cpu-thermal as zone 1, no LED driver.
+// cm4Blade is a CM4 blade as the kernel shows it with dtoverlay=pwm: the
+// BCM2711's PWM0 (fe20c000.pwm) as pwmchip0, channel 0 not yet exported,
+// cpu-thermal as zone 1, no LED driver.
 func cm4Blade(t *testing.T, extra map[string]string) (string, *gpiotest.Driver, *gpiotest.Chip) {
-	files := map[string]string{
-		"sys/class/pwm/pwmchip0/npwm":          "2\n",
-		"sys/class/pwm/pwmchip0/export":        "",
+	files := merge(pwmChip("pwmchip0", "fe20c000.pwm", "bcm2835-pwm", "brcm,bcm2835-pwm", 0x2a, 2), map[string]string{
 		"sys/class/thermal/thermal_zone0/type": "gpu-thermal\n",
 		"sys/class/thermal/thermal_zone0/temp": "99000\n",
 		"sys/class/thermal/thermal_zone1/type": "cpu-thermal\n",
 		"sys/class/thermal/thermal_zone1/temp": "48312\n",
 		"sys/class/leds/ACT/brightness":        "0\n",
 		"sys/class/leds/ACT/max_brightness":    "1\n",
-	}
+	})
 	for k, v := range extra {
 		files[k] = v
 	}
@@ -177,16 +239,24 @@ func cm4Blade(t *testing.T, extra map[string]string) (string, *gpiotest.Driver, 
 	return root, d, chip
 }
 
-// kernelExport plays the kernel creating pwm0/ after an export.
+// kernelExport plays the kernel creating pwmN/ after "N" was written to a
+// chip's export file.
 func kernelExport(root string) func(int) bool {
 	return func(attempt int) bool {
 		if attempt > 0 {
 			return false
 		}
-		dir := filepath.Join(root, "sys/class/pwm/pwmchip0/pwm0")
-		os.MkdirAll(dir, 0o755)
-		for f, c := range map[string]string{"period": "0\n", "duty_cycle": "0\n", "enable": "0\n"} {
-			os.WriteFile(filepath.Join(dir, f), []byte(c), 0o644)
+		chips, _ := filepath.Glob(filepath.Join(root, "sys/class/pwm/pwmchip*"))
+		for _, chip := range chips {
+			n, err := os.ReadFile(filepath.Join(chip, "export"))
+			if err != nil || len(n) == 0 {
+				continue
+			}
+			dir := filepath.Join(chip, "pwm"+string(n))
+			os.MkdirAll(dir, 0o755)
+			for f, c := range map[string]string{"period": "0\n", "duty_cycle": "0\n", "enable": "0\n"} {
+				os.WriteFile(filepath.Join(dir, f), []byte(c), 0o644)
+			}
 		}
 		return true
 	}
@@ -263,6 +333,13 @@ func TestCM4StandardFanUnit(t *testing.T) {
 		t.Fatalf("PowerSource low = %v, %v", p, err)
 	}
 
+	// PoE detect pulled down, the BCM2711's reset default on GPIO23: an
+	// undriven line reads "not PoE+" (the old agent's pull-up would
+	// report PoE+; hardware-facts.md, Pins).
+	if r := chip.Line(23).Request(); r.Bias != gpio.BiasPullDown || r.Output {
+		t.Fatalf("PoE detect request %+v: want an input with a pull-down", r)
+	}
+
 	// Button: both edges (active low: falling is down, rising is up, so
 	// the agent can time a long press), pulled up, kernel-debounced; each
 	// event carries when the kernel saw the edge, 40 ms before the agent's
@@ -331,14 +408,18 @@ func TestCM4StandardFanUnit(t *testing.T) {
 }
 
 func TestFanDriverFallbacks(t *testing.T) {
-	t.Run("CM5 hwmon pwm1 with its tach when GPIO13 is taken", func(t *testing.T) {
-		root := machine(t, "cm5", map[string]string{
-			"sys/class/hwmon/hwmon3/name":          "pwmfan\n",
-			"sys/class/hwmon/hwmon3/pwm1":          "0\n",
-			"sys/class/hwmon/hwmon3/fan1_input":    "1800\n",
-			"sys/class/thermal/thermal_zone0/type": "cpu-thermal\n",
-			"sys/class/thermal/thermal_zone0/temp": "40000\n",
-		})
+	t.Run("CM5 pwm-fan on RP1 PWM0 owns the PWM; its tach when GPIO13 is taken", func(t *testing.T) {
+		root := machine(t, "cm5", merge(
+			pwmChip("pwmchip0", "1f0009c000.pwm", "pwm-rp1", "raspberrypi,rp1-pwm", 0x10, 4),
+			pwmChip("pwmchip1", "1f00098000.pwm", "pwm-rp1", "raspberrypi,rp1-pwm", 0x11, 4),
+			// The IO board's own fan header: a pwm-fan too, on PWM1.
+			pwmFan("hwmon2", "cooling_fan", 0x10, 3),
+			pwmFan("hwmon3", "blade_fan", 0x11, 0),
+			map[string]string{
+				"sys/class/hwmon/hwmon3/fan1_input":    "1800\n",
+				"sys/class/thermal/thermal_zone0/type": "cpu-thermal\n",
+				"sys/class/thermal/thermal_zone0/temp": "40000\n",
+			}))
 		drv := gpiotest.NewDriver()
 		chip := bladeLines(withChip(t, drv, root, 0, "pinctrl-rp1", 54))
 		chip.FailRequest(13, errors.New("device or resource busy"))
@@ -350,7 +431,10 @@ func TestFanDriverFallbacks(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := read(t, root, "sys/class/hwmon/hwmon3/pwm1"); got != "102" {
-			t.Fatalf("pwm1 = %q, want 102", got)
+			t.Fatalf("pwm1 = %q, want 102; detail %s", got, b.Info().Detail)
+		}
+		if got := read(t, root, "sys/class/hwmon/hwmon2/pwm1"); got != "0\n" {
+			t.Fatalf("the IO board's cooling_fan was driven: %q", got)
 		}
 		if rpm, err := b.FanRPM(); err != nil || rpm != 1800 {
 			t.Fatalf("FanRPM = %v, %v", rpm, err)
@@ -489,20 +573,21 @@ func TestNonBlade(t *testing.T) {
 
 func TestSmartFanUnit(t *testing.T) {
 	master, tty := smartfantest.OpenPTY(t)
-	unit := smartfantest.NewUnit(t, master)
+	unit := smartfantest.NewUnit(t, smartfantest.Options{})
+	unit.Attach(smartfantest.Left, master)
 	// Masked devicetree: the CM5 is recognised by its RP1 GPIO chip, and
 	// the unit is looked for on ttyAMA4 (here: the pty).
 	root := machine(t, "masked", map[string]string{"dev/ttyAMA4": ""})
 	drv := gpiotest.NewDriver()
-	bladeLines(withChip(t, drv, root, 0, "pinctrl-rp1", 54))
+	chip := bladeLines(withChip(t, drv, root, 0, "pinctrl-rp1", 54))
 	var dialled string
 	serialDial := func(path string) uart.Dialer {
 		dialled = path
 		return uart.Serial(tty)
 	}
 	// The unit reports before the agent listens; the tty queues it.
-	unit.Report(smartfan.ReportAirflowTemperature, 281)
-	b := open(t, linux.Options{Config: config(root), GPIO: drv, Serial: serialDial, SmartFanDetect: smartfantest.Timeout})
+	unit.Report(smartfantest.Left, smartfan.ReportAirflowTemperature, 281)
+	b := open(t, linux.Options{Config: config(root), GPIO: drv, Serial: serialDial, Clock: unit.Clock()})
 
 	if dialled != filepath.Join(root, "dev", "ttyAMA4") {
 		t.Fatalf("dialled %s", dialled)
@@ -516,24 +601,33 @@ func TestSmartFanUnit(t *testing.T) {
 			t.Errorf("missing %s", c)
 		}
 	}
-
-	// Commands go to the unit; the edge LED is mirrored there, the top
-	// LED has nowhere to go and is accepted without effect.
-	if err := b.SetFanPercent(45); err != nil {
-		t.Fatal(err)
+	// GPIO12/13 carry the UART: never requested.
+	if chip.Line(12) != nil || chip.Line(13) != nil {
+		t.Fatal("the UART's pins were claimed as GPIO lines")
 	}
-	unit.Expect(smartfan.SetFanPercent(45))
+
+	// Commands go to the unit; the edge LED is mirrored there (followed
+	// by the fan request, which the firmware's LED frame overwrites), the
+	// top LED has nowhere to go and is accepted without effect.
+	testwait.Eventually(t, smartfantest.Timeout, "the unit to be heard", func(context.Context) (bool, string) {
+		err := b.SetFanPercent(45)
+		return err == nil, fmt.Sprint(err)
+	})
 	if err := b.SetLED(hardware.LEDTop, hardware.Color{R: 9}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.SetLED(hardware.LEDEdge, hardware.Color{R: 0x10, G: 0x20, B: 0x30}); err != nil {
 		t.Fatal(err)
 	}
-	unit.Expect(smartfan.SetLED(0x10, 0x20, 0x30))
+	testwait.Eventually(t, smartfantest.Timeout, "the unit to show the edge LED at 45 %", func(context.Context) (bool, string) {
+		st := unit.State()
+		return st.Fan == 45 && st.LEDs[smartfantest.Left] == (smartfantest.Color{R: 0x10, G: 0x20, B: 0x30}), fmt.Sprintf("%+v", st)
+	})
 
 	// Reports come back: RPM, then the unit's button, in order.
-	unit.Report(smartfan.ReportFanRPM, 45000)
-	unit.Report(smartfan.ReportButton, 0)
+	unit.Report(smartfantest.Left, smartfan.ReportFanRPM, 45000)
+	unit.Press(1)
+	unit.Advance(smartfantest.ButtonWindow)
 	select {
 	case <-b.ButtonEvents():
 	case <-time.After(smartfantest.Timeout):
@@ -553,40 +647,119 @@ func TestSmartFanUnit(t *testing.T) {
 	}
 }
 
-// silent is a UART on which nothing ever arrives.
-type silent struct{ done chan struct{} }
-
-func (s silent) Read([]byte) (int, error)    { <-s.done; return 0, io.EOF }
-func (s silent) Write(p []byte) (int, error) { return len(p), nil }
-func (s silent) Close() error                { close(s.done); return nil }
-
-func TestSilentUARTMeansStandardUnit(t *testing.T) {
-	root, drv, _ := cm4Blade(t, map[string]string{"dev/ttyAMA5": ""})
-	fc := clocktesting.NewFakeClock(epoch)
-	dial := func(string) uart.Dialer {
-		return func() (io.ReadWriteCloser, error) { return silent{done: make(chan struct{})}, nil }
+// TestSilentUARTNeverClaimsItsPins: with the UART overlay on, GPIO12/13
+// are the UART's (UART5 on a CM4, RP1 UART4 on a CM5; the UART and PWM
+// overlays are mutually exclusive, hardware-facts.md). A unit that stays silent (powered later, say) must not
+// make the agent take them as GPIO for the standard unit; the fan is
+// reported failing until the unit speaks, and then it works.
+func TestSilentUARTNeverClaimsItsPins(t *testing.T) {
+	master, tty := smartfantest.OpenPTY(t)
+	unit := smartfantest.NewUnit(t, smartfantest.Options{})
+	root, drv, chip := cm4Blade(t, map[string]string{"dev/ttyAMA5": ""})
+	b := open(t, linux.Options{Config: config(root), GPIO: drv, Clock: unit.Clock(), AwaitPWMExport: kernelExport(root),
+		Serial: func(string) uart.Dialer { return uart.Serial(tty) }})
+	if b.Info().FanUnit != hardware.FanUnitSmart {
+		t.Fatalf("fan unit %s, want smart: the UART is configured", b.Info().FanUnit)
 	}
-	opened := make(chan *linux.Backend)
-	go func() {
-		b, err := linux.Open(context.Background(), linux.Options{Config: config(root), GPIO: drv, Clock: fc, Serial: dial, AwaitPWMExport: kernelExport(root)})
-		if err != nil {
-			t.Error(err)
-		}
-		opened <- b
-	}()
-	// Open waits DefaultSmartFanDetect on the fake clock for a frame.
-	deadline := time.Now().Add(smartfantest.Timeout)
-	for !fc.HasWaiters() {
-		if time.Now().After(deadline) {
-			t.Fatal("Open does not wait for the smart fan unit")
-		}
-		time.Sleep(time.Millisecond)
+	if chip.Line(12) != nil || chip.Line(13) != nil {
+		t.Fatal("GPIO12/13 claimed although they are muxed to the UART")
 	}
-	fc.Step(linux.DefaultSmartFanDetect)
-	b := <-opened
-	defer b.Close()
-	if b.Info().FanUnit != hardware.FanUnitStandard || b.Capabilities().Has(hardware.CapAirflowTemperature) {
-		t.Fatalf("info %+v caps %v", b.Info(), b.Capabilities().List())
+	if got := read(t, root, "sys/class/pwm/pwmchip0/export"); got != "" {
+		t.Fatalf("the PWM on the UART's pins was exported: %q", got)
+	}
+	testwait.Eventually(t, smartfantest.Timeout, "the UART to open", func(context.Context) (bool, string) {
+		err := b.SetFanPercent(70)
+		return err != nil && strings.Contains(err.Error(), "no report yet"), fmt.Sprint(err)
+	})
+
+	// The unit comes up: its first report, and the fan works.
+	unit.Attach(smartfantest.Left, master)
+	unit.Advance(smartfantest.TelemetryInterval)
+	testwait.Eventually(t, smartfantest.Timeout, "the fan to work", func(context.Context) (bool, string) {
+		err := b.SetFanPercent(70)
+		return err == nil, fmt.Sprint(err)
+	})
+	testwait.Eventually(t, smartfantest.Timeout, "the unit to run at 70 %", func(context.Context) (bool, string) {
+		st := unit.State()
+		return st.Fan == 70, fmt.Sprintf("%+v", st)
+	})
+}
+
+// TestTwoBladesShareOneSmartUnit runs two linux backends, the left and the
+// right blade, on one unit over real ptys: each gets its own reports and
+// button presses, and the unit runs at the higher request, including after
+// LED updates and a silent reset.
+func TestTwoBladesShareOneSmartUnit(t *testing.T) {
+	unit := smartfantest.NewUnit(t, smartfantest.Options{Internal: 27.5, External: 31})
+	var blades [2]*linux.Backend
+	for i := range blades {
+		side := smartfantest.Side(i)
+		master, tty := smartfantest.OpenPTY(t)
+		unit.Attach(side, master)
+		root, drv, _ := cm4Blade(t, map[string]string{"dev/ttyAMA5": ""})
+		blades[i] = open(t, linux.Options{Config: config(root), GPIO: drv, Clock: unit.Clock(),
+			Serial: func(string) uart.Dialer { return uart.Serial(tty) }})
+	}
+	left, right := blades[0], blades[1]
+	unit.Advance(smartfantest.TelemetryInterval)
+	set := func(b *linux.Backend, p uint8) {
+		t.Helper()
+		testwait.Eventually(t, smartfantest.Timeout, "the fan request to be accepted", func(context.Context) (bool, string) {
+			err := b.SetFanPercent(p)
+			return err == nil, fmt.Sprint(err)
+		})
+	}
+	fanIs := func(want uint8) {
+		t.Helper()
+		testwait.Eventually(t, smartfantest.Timeout, fmt.Sprintf("the unit to run at %d %%", want), func(context.Context) (bool, string) {
+			st := unit.State()
+			return st.Fan == want, fmt.Sprintf("%+v", st)
+		})
+	}
+	set(left, 35)
+	set(right, 80)
+	fanIs(80)
+	if c, err := left.AirflowTemperature(); err != nil || c != 27.5 {
+		t.Fatalf("left airflow = %v, %v; want the internal sensor's 27.5", c, err)
+	}
+	if c, err := right.AirflowTemperature(); err != nil || c != 31 {
+		t.Fatalf("right airflow = %v, %v; want the external sensor's 31", c, err)
+	}
+
+	// The left blade's LED frame sets its request to 80 (the right's,
+	// the last the unit decoded) and its fan request puts back 35; the
+	// right's LED frame sets the right's to 35 before its own 80 follows.
+	if err := left.SetLED(hardware.LEDEdge, hardware.Color{G: 255}); err != nil {
+		t.Fatal(err)
+	}
+	if err := right.SetLED(hardware.LEDEdge, hardware.Color{B: 255}); err != nil {
+		t.Fatal(err)
+	}
+	fanIs(80)
+	set(right, 20)
+	fanIs(35)
+
+	// A silent reset: 40 %, both requests forgotten; the re-sends bring
+	// back the higher request (35 < 40, so the unit first drops to 35
+	// once both have re-sent).
+	set(right, 90)
+	fanIs(90)
+	unit.Reset()
+	unit.Advance(uart.DefaultResendInterval)
+	fanIs(90)
+
+	// The button: once is the left blade's, twice the right's.
+	unit.Press(2)
+	unit.Advance(smartfantest.ButtonWindow)
+	select {
+	case <-right.ButtonEvents():
+	case <-time.After(smartfantest.Timeout):
+		t.Fatal("a double press did not reach the right blade")
+	}
+	select {
+	case <-left.ButtonEvents():
+		t.Fatal("a double press reached the left blade")
+	default:
 	}
 }
 
@@ -610,5 +783,208 @@ func TestConfigOverrides(t *testing.T) {
 	}
 	if b.Capabilities().Has(hardware.CapFan) || b.Capabilities().Has(hardware.CapTach) || b.Info().FanUnit != hardware.FanUnitNone {
 		t.Fatalf("fanUnit none still drives a fan: %v", b.Capabilities().List())
+	}
+}
+
+// TestFanPWMChosenByIdentity: the PWM chip for GPIO12 is found by what it
+// is, never by being pwmchip0.
+func TestFanPWMChosenByIdentity(t *testing.T) {
+	rp1PWM1 := pwmChip("pwmchip0", "1f0009c000.pwm", "pwm-rp1", "raspberrypi,rp1-pwm", 0x10, 4)
+	rp1PWM0 := pwmChip("pwmchip1", "1f00098000.pwm", "pwm-rp1", "raspberrypi,rp1-pwm", 0x11, 4)
+	for name, tc := range map[string]struct {
+		fixture  string
+		files    map[string]string
+		hold     string // consumer holding GPIO12, as a kernel driver would
+		pwmChip  string // linux.pwmChip
+		exported string // the chip whose export was written, "" for none
+		fan      string // the fan kind in Info.Detail
+		errLike  string // part of the missing-fan reason
+	}{
+		"Pi 5 kernel: pwmchip0 is the IO board's fan, RP1 PWM0 is pwmchip1": {
+			fixture: "cm5", files: merge(rp1PWM1, rp1PWM0), exported: "pwmchip1", fan: "sysfs-pwm (RP1 PWM0 1f00098000.pwm",
+		},
+		"pwm-gpio holding GPIO12 (Talos CM5 with the pwm-gpio overlay)": {
+			fixture: "cm5", files: merge(rp1PWM1, pwmChip("pwmchip2", "pwm_gpio", "pwm-gpio", "pwm-gpio", 0x12, 1)),
+			hold: "pwm_gpio", exported: "pwmchip2", fan: "sysfs-pwm (pwm-gpio on GPIO12",
+		},
+		"pwm-gpio on another line is not the fan": {
+			fixture: "cm5", files: pwmChip("pwmchip0", "pwm_gpio", "pwm-gpio", "pwm-gpio", 0x12, 1), fan: "gpio-on-off",
+		},
+		"kubeblade's LED driver exposes the fan channel": {
+			fixture: "cm4", files: pwmChip("pwmchip0", "fe20c000.pwm", "kubeblade-ws2812", "", 0, 1), exported: "pwmchip0", fan: "sysfs-pwm (kubeblade LED driver",
+		},
+		"an unknown chip is left alone; GPIO on/off is the last resort": {
+			fixture: "cm4", files: pwmChip("pwmchip0", "3-0040", "pca9685-pwm", "nxp,pca9685-pwm", 0x5, 16), fan: "gpio-on-off",
+		},
+		"linux.pwmChip by device name": {
+			fixture: "cm5", files: merge(rp1PWM1, rp1PWM0), pwmChip: "1f0009c000.pwm", exported: "pwmchip0", fan: "sysfs-pwm (linux.pwmChip 1f0009c000.pwm",
+		},
+		"linux.pwmChip naming nothing": {
+			fixture: "cm5", files: rp1PWM0, pwmChip: "pwmchip7", errLike: `linux.pwmChip "pwmchip7": no such PWM chip (found pwmchip1 = 1f00098000.pwm driver pwm-rp1)`,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			root := machine(t, tc.fixture, tc.files)
+			drv := gpiotest.NewDriver()
+			label := "pinctrl-bcm2711"
+			if tc.fixture == "cm5" {
+				label = "pinctrl-rp1"
+			}
+			chip := bladeLines(withChip(t, drv, root, 0, label, 54))
+			if tc.hold != "" {
+				chip.Hold(12, tc.hold)
+			}
+			cfg := config(root)
+			cfg.PWMChip = tc.pwmChip
+			if tc.errLike != "" {
+				cfg.FanDriver = "pwm"
+			}
+			b := open(t, linux.Options{Config: cfg, GPIO: drv, AwaitPWMExport: kernelExport(root)})
+			for _, c := range sysfs.PWMChips(filepath.Join(root, "sys")) {
+				got := read(t, root, "sys/class/pwm/"+c+"/export")
+				if want := map[bool]string{true: "0", false: ""}[c == tc.exported]; got != want {
+					t.Errorf("%s export = %q, want %q", c, got, want)
+				}
+			}
+			if tc.fan != "" && !strings.Contains(b.Info().Detail, "fan: "+tc.fan) {
+				t.Errorf("detail %q does not say fan: %s", b.Info().Detail, tc.fan)
+			}
+			if tc.errLike != "" && (b.Capabilities().Has(hardware.CapFan) || !strings.Contains(b.Info().Detail, tc.errLike)) {
+				t.Errorf("detail %q lacks the reason %q", b.Info().Detail, tc.errLike)
+			}
+		})
+	}
+}
+
+// TestTachOffLeavesGPIO13Alone: tachEnabled false means the line is not
+// requested at all (a fan without a tach wire may share the pin).
+func TestTachOffLeavesGPIO13Alone(t *testing.T) {
+	root, drv, chip := cm4Blade(t, nil)
+	b := open(t, linux.Options{Config: config(root), GPIO: drv, NoTach: true, AwaitPWMExport: kernelExport(root)})
+	if chip.Line(13) != nil {
+		t.Fatal("GPIO13 requested with the tach turned off")
+	}
+	if b.Capabilities().Has(hardware.CapTach) || strings.Contains(b.Info().Detail, "tach:") {
+		t.Fatalf("caps %v, detail %q", b.Capabilities().List(), b.Info().Detail)
+	}
+}
+
+// TestCloseLeavesTheFanSafe: what the agent's safe exit set survives it
+// where the kernel allows. Sysfs PWM keeps its state after the process;
+// mainline pinctrl-bcm2835 turns a released output into an input but does
+// not touch its pull (bcm2835_pmx_free, unless persist_gpio_outputs).
+func TestCloseLeavesTheFanSafe(t *testing.T) {
+	t.Run("sysfs PWM stays enabled at 100 %", func(t *testing.T) {
+		root, drv, _ := cm4Blade(t, nil)
+		b := open(t, linux.Options{Config: config(root), GPIO: drv, AwaitPWMExport: kernelExport(root)})
+		if err := b.SetFanPercent(100); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for p, want := range map[string]string{
+			"sys/class/pwm/pwmchip0/pwm0/enable":     "1",
+			"sys/class/pwm/pwmchip0/pwm0/duty_cycle": "40000",
+			"sys/class/pwm/pwmchip0/unexport":        "",
+		} {
+			if got, _ := os.ReadFile(filepath.Join(root, p)); string(got) != want {
+				t.Errorf("%s = %q, want %q", p, got, want)
+			}
+		}
+	})
+	t.Run("GPIO fan line becomes a pulled-up input before release", func(t *testing.T) {
+		root := machine(t, "cm5", map[string]string{})
+		drv := gpiotest.NewDriver()
+		chip := bladeLines(withChip(t, drv, root, 0, "pinctrl-rp1", 54))
+		b := open(t, linux.Options{Config: config(root), GPIO: drv})
+		if err := b.SetFanPercent(100); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		fan := chip.Line(12)
+		if r := fan.Request(); r.Output || r.Bias != gpio.BiasPullUp || !fan.Closed() {
+			t.Fatalf("fan line at release: %+v closed %v; want an input with a pull-up", r, fan.Closed())
+		}
+	})
+}
+
+// TestRadxaCM5 follows SPEC §2: the fan through the pwm-fan hwmon device
+// (pwm1 0–255, drivers/hwmon/pwm-fan.c MAX_PWM), the SoC temperature from
+// the thermal zone the kernel in use names (mainline rk3588-base.dtsi:
+// package-thermal; Rockchip's BSP: soc-thermal), the rest missing.
+func TestRadxaCM5(t *testing.T) {
+	for _, tc := range []struct{ fixture, zone string }{
+		{"radxa-cm5", "package-thermal"},
+		{"radxa-cm5-bsp", "soc-thermal"},
+	} {
+		t.Run(tc.fixture, func(t *testing.T) {
+			root := machine(t, tc.fixture, merge(pwmFan("hwmon7", "pwm-fan", 0x77, 0), map[string]string{
+				"sys/class/hwmon/hwmon0/name":          "soc_thermal\n",
+				"sys/class/thermal/thermal_zone0/type": tc.zone + "\n",
+				"sys/class/thermal/thermal_zone0/temp": "51230\n",
+				"sys/class/thermal/thermal_zone1/type": "bigcore0-thermal\n",
+				"sys/class/thermal/thermal_zone1/temp": "60000\n",
+			}))
+			drv := gpiotest.NewDriver()
+			gpio0 := withChip(t, drv, root, 0, "gpio0", 32)
+			b := open(t, linux.Options{Config: config(root), GPIO: drv})
+			info := b.Info()
+			if !info.IsBlade || info.SoC != "rk3588" || info.FanUnit != hardware.FanUnitStandard {
+				t.Fatalf("info %+v", info)
+			}
+			if diff := cmp.Diff([]string{"fan", "temperature"}, b.Capabilities().List()); diff != "" {
+				t.Fatalf("capabilities (-want +got):\n%s\ndetail %s", diff, info.Detail)
+			}
+			if !strings.Contains(info.Detail, "GPIO mapping") {
+				t.Errorf("detail does not say why GPIO is missing: %s", info.Detail)
+			}
+			for off := 0; off < 32; off++ {
+				if gpio0.Line(off) != nil {
+					t.Fatalf("line %d of an RK3588 GPIO chip claimed", off)
+				}
+			}
+			for pct, want := range map[uint8]string{60: "153", 0: "0", 100: "255"} {
+				if err := b.SetFanPercent(pct); err != nil {
+					t.Fatal(err)
+				}
+				if got := read(t, root, "sys/class/hwmon/hwmon7/pwm1"); got != want {
+					t.Errorf("%d %%: pwm1 = %q, want %q", pct, got, want)
+				}
+			}
+			if c, err := b.SoCTemperature(); err != nil || c != 51.23 {
+				t.Fatalf("SoCTemperature = %v, %v", c, err)
+			}
+		})
+	}
+}
+
+// TestHwmonFanKeptAgainstTheGovernor: a pwm-fan that is also a cooling
+// device gets set by the kernel's thermal governor; the backend puts back
+// what the agent asked for when the governor went lower, and leaves a
+// higher setting alone.
+func TestHwmonFanKeptAgainstTheGovernor(t *testing.T) {
+	root := machine(t, "radxa-cm5-bsp", merge(pwmFan("hwmon1", "pwm-fan", 0x77, 0), map[string]string{
+		"sys/class/thermal/thermal_zone0/type": "soc-thermal\n",
+		"sys/class/thermal/thermal_zone0/temp": "70000\n",
+	}))
+	b := open(t, linux.Options{Config: config(root), GPIO: gpiotest.NewDriver()})
+	if err := b.SetFanPercent(60); err != nil {
+		t.Fatal(err)
+	}
+	pwm1 := filepath.Join(root, "sys/class/hwmon/hwmon1/pwm1")
+	for _, tc := range []struct{ governor, want string }{
+		{"64", "153"},  // lower: restored
+		{"255", "255"}, // higher: kept
+	} {
+		os.WriteFile(pwm1, []byte(tc.governor), 0o644)
+		if _, err := b.SoCTemperature(); err != nil {
+			t.Fatal(err)
+		}
+		if got := read(t, root, "sys/class/hwmon/hwmon1/pwm1"); got != tc.want {
+			t.Errorf("governor wrote %s: pwm1 = %s, want %s", tc.governor, got, tc.want)
+		}
 	}
 }

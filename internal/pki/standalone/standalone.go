@@ -54,6 +54,10 @@ type Options struct {
 	// Port and SocketPath go into the bladectl config written for the admin.
 	Port       int
 	SocketPath string
+	// ServerHost is the host that config dials (default Hostname): the
+	// bind address when the listener is bound to one, because a Raspberry
+	// Pi OS hostname often resolves to 127.0.1.1, where nothing listens then.
+	ServerHost string
 	Clock      clock.WithTicker
 	Logger     *slog.Logger
 	// Lifetimes override pki.CALifetime and pki.LeafLifetime (tests).
@@ -317,9 +321,13 @@ func (i *Issuer) write(certName, keyName string, kp pki.KeyPair) error {
 func (i *Issuer) writeBladectlConfig(caPEM []byte, admin pki.KeyPair) error {
 	b64 := base64.StdEncoding.EncodeToString
 	host := i.o.Hostname
+	server := host
+	if i.o.ServerHost != "" {
+		server = i.o.ServerHost
+	}
 	cfg := &clientconfig.Config{CurrentBlade: host}
 	cfg.Set(host, clientconfig.Blade{
-		Server:                   net.JoinHostPort(host, strconv.Itoa(i.o.Port)),
+		Server:                   net.JoinHostPort(server, strconv.Itoa(i.o.Port)),
 		CertificateAuthorityData: b64(caPEM),
 		ClientCertificateData:    b64(admin.CertPEM),
 		ClientKeyData:            b64(admin.KeyPEM),

@@ -1,8 +1,20 @@
 // Package uart is the agent's link to the smart fan unit: it opens the UART
 // (115200 8N1), decodes the unit's reports with the smartfan codec, keeps the
 // latest airflow temperature and fan RPM, forwards button presses, sends fan
-// and LED commands, and reconnects after errors, replaying the last commands
-// so a unit that rebooted comes back to the state the agent wants.
+// and LED commands, and reconnects after errors.
+//
+// The unit's firmware is fixed and has two habits the client must cover
+// (compute-blade-agent cmd/fanunit, the firmware every unit runs):
+//   - it resets its CPU on an I2C error and comes back at 40 % with both
+//     blades' requests at 0, telling nobody; and
+//   - its fan handler sees every frame and keeps one request variable for
+//     both blades, so any other frame (a SetLED) sets this blade's request
+//     to the last percent the unit decoded, from either blade.
+//
+// So the client re-sends its fan request every ResendInterval (the old agent
+// did so every 5 s), at once when the unit shows signs of a restart (reports
+// resume after a gap longer than RestartGap, or a frame was cut short), and
+// after every LED frame.
 package uart
 
 import (
@@ -26,6 +38,19 @@ const Baud = 115200
 // Defaults for Options.
 const (
 	DefaultRetryInterval = 2 * time.Second
+	// DefaultMaxRetryInterval caps the backoff between attempts to open
+	// a UART that keeps failing.
+	DefaultMaxRetryInterval = 30 * time.Second
+	// DefaultResendInterval is how often the fan request is re-sent. A
+	// silent reset of the unit leaves the fan at its 40 % default (or,
+	// after any frame, at the other blade's request) for at most this
+	// long.
+	DefaultResendInterval = 2 * time.Second
+	// DefaultRestartGap is the silence after which the next report is
+	// taken as a restarted unit: it reports every 2 s, and its reset
+	// path skips the report it failed to read, so a restart shows as a
+	// gap of at least 4 s.
+	DefaultRestartGap = 3 * time.Second
 	// DefaultStaleAfter is how old a report may be before it is no longer
 	// believed. The unit reports every couple of seconds.
 	DefaultStaleAfter = 10 * time.Second
@@ -63,8 +88,16 @@ type Options struct {
 	Clock clock.WithTicker
 	// Logger receives connection changes (default discard).
 	Logger *slog.Logger
-	// RetryInterval is the pause between reconnect attempts.
-	RetryInterval time.Duration
+	// RetryInterval is the first pause between reconnect attempts; it
+	// doubles while opening the UART keeps failing, up to
+	// MaxRetryInterval.
+	RetryInterval    time.Duration
+	MaxRetryInterval time.Duration
+	// ResendInterval is how often the fan request is re-sent.
+	ResendInterval time.Duration
+	// RestartGap is the silence after which the unit is assumed to have
+	// restarted.
+	RestartGap time.Duration
 	// StaleAfter is how long a reading stays valid.
 	StaleAfter time.Duration
 }
@@ -75,6 +108,16 @@ type Stats struct {
 	Connects       uint64
 	UnknownFrames  uint64
 	DroppedButtons uint64
+	// Sent counts frames written to the unit.
+	Sent uint64
+	// Resends counts periodic re-sends of the fan request.
+	Resends uint64
+	// Restarts counts suspected restarts of the unit (a report after a
+	// long gap, a frame cut short), each answered by a re-send.
+	Restarts uint64
+	// Handled counts received frames whose handling, including any
+	// re-send they caused, is complete (Frames counts them decoded).
+	Handled uint64
 }
 
 type reading struct {
@@ -90,9 +133,12 @@ type Client struct {
 	buttons chan time.Time
 	seen    chan struct{}
 
-	mu       sync.Mutex
-	port     *port
-	seenOnce bool
+	mu        sync.Mutex
+	port      *port
+	seenOnce  bool
+	lastHeard time.Time
+	// restart is set by the reader when the unit looks restarted.
+	restart  bool
 	rpm      reading
 	airflow  reading
 	lastFan  *uint8
@@ -118,6 +164,15 @@ func New(o Options) *Client {
 	if o.StaleAfter <= 0 {
 		o.StaleAfter = DefaultStaleAfter
 	}
+	if o.MaxRetryInterval < o.RetryInterval {
+		o.MaxRetryInterval = max(DefaultMaxRetryInterval, o.RetryInterval)
+	}
+	if o.ResendInterval <= 0 {
+		o.ResendInterval = DefaultResendInterval
+	}
+	if o.RestartGap <= 0 {
+		o.RestartGap = DefaultRestartGap
+	}
 	return &Client{o: o, buttons: make(chan time.Time, ButtonBuffer), seen: make(chan struct{})}
 }
 
@@ -136,33 +191,36 @@ func (p *port) close() { p.once.Do(func() { p.rw.Close() }) }
 func (c *Client) Run(ctx context.Context) {
 	defer close(c.buttons)
 	failing := false
+	backoff := c.o.RetryInterval
 	for ctx.Err() == nil {
 		rw, err := c.o.Dial()
 		if err != nil {
 			if !failing {
-				c.o.Logger.Warn("smart fan unit: cannot open UART; retrying", "err", err, "every", c.o.RetryInterval)
+				c.o.Logger.Warn("smart fan unit: cannot open UART; retrying with backoff", "err", err, "first", c.o.RetryInterval, "max", c.o.MaxRetryInterval)
 				failing = true
 			}
-			c.wait(ctx)
+			c.wait(ctx, backoff)
+			backoff = min(2*backoff, c.o.MaxRetryInterval)
 			continue
 		}
 		if failing {
 			c.o.Logger.Info("smart fan unit: UART open again")
 			failing = false
 		}
+		backoff = c.o.RetryInterval
 		err = c.serve(ctx, &port{rw: rw})
 		if ctx.Err() != nil {
 			return
 		}
 		c.o.Logger.Warn("smart fan unit: UART failed; reconnecting", "err", err)
-		c.wait(ctx)
+		c.wait(ctx, backoff)
 	}
 }
 
-func (c *Client) wait(ctx context.Context) {
+func (c *Client) wait(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
-	case <-c.o.Clock.After(c.o.RetryInterval):
+	case <-c.o.Clock.After(d):
 	}
 }
 
@@ -173,6 +231,9 @@ func (c *Client) serve(ctx context.Context, p *port) error {
 	defer p.close()
 
 	dec := &smartfan.Decoder{}
+	// The re-send timer exists before commands can reach this port, so
+	// its period counts from the connection.
+	tick := c.o.Clock.NewTicker(c.o.ResendInterval)
 	c.mu.Lock()
 	c.port, c.dec = p, dec
 	c.stats.Connects++
@@ -192,24 +253,50 @@ func (c *Client) serve(ctx context.Context, p *port) error {
 	}()
 
 	// The unit may have restarted with its own defaults: replay what the
-	// agent last asked for.
-	if fan != nil {
-		if err := c.write(p, smartfan.SetFanPercent(*fan)); err != nil {
-			return err
-		}
-	}
+	// agent last asked for, the LED first, since the unit's fan handler
+	// takes any frame as a fan request.
 	if led != nil {
 		if err := c.write(p, smartfan.SetLED(led[0], led[1], led[2])); err != nil {
 			return err
 		}
 	}
+	if fan != nil {
+		if err := c.write(p, smartfan.SetFanPercent(*fan)); err != nil {
+			return err
+		}
+	}
+
+	resendDone := make(chan struct{})
+	defer close(resendDone)
+	go c.resendLoop(p, tick, resendDone)
 
 	var buf [256]byte
 	for {
 		n, err := p.rw.Read(buf[:])
 		if n > 0 {
 			c.mu.Lock()
+			cut, before := dec.Stats().Malformed, dec.Stats().Frames
 			dec.Feed(buf[:n], c.handleLocked)
+			decoded := dec.Stats().Frames - before
+			if dec.Stats().Malformed > cut && c.seenOnce {
+				// A frame cut short by a new start byte: the unit
+				// restarted mid-report.
+				c.restart = true
+			}
+			restart := c.restart
+			c.restart = false
+			if restart {
+				c.stats.Restarts++
+			}
+			c.mu.Unlock()
+			if restart {
+				c.o.Logger.Info("smart fan unit: looks restarted; re-sending the fan request")
+				if err := c.resend(p, true); err != nil {
+					return err
+				}
+			}
+			c.mu.Lock()
+			c.stats.Handled += decoded
 			c.mu.Unlock()
 		}
 		if err != nil {
@@ -223,13 +310,51 @@ func (c *Client) serve(ctx context.Context, p *port) error {
 	}
 }
 
+// resendLoop re-sends the fan request on every tick until done.
+func (c *Client) resendLoop(p *port, t clock.Ticker, done <-chan struct{}) {
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C():
+			err := c.resend(p, false)
+			c.mu.Lock()
+			c.stats.Resends++
+			c.mu.Unlock()
+			if err != nil {
+				return // the write closed the port; serve reconnects
+			}
+		}
+	}
+}
+
+// resend writes the last fan request (and, after a restart, the LED too).
+func (c *Client) resend(p *port, withLED bool) error {
+	c.mu.Lock()
+	fan, led := c.lastFan, c.lastLED
+	c.mu.Unlock()
+	if withLED && led != nil {
+		if err := c.write(p, smartfan.SetLED(led[0], led[1], led[2])); err != nil {
+			return err
+		}
+	}
+	if fan == nil {
+		return nil
+	}
+	return c.write(p, smartfan.SetFanPercent(*fan))
+}
+
 // handleLocked applies one frame; the caller holds mu.
 func (c *Client) handleLocked(f smartfan.Frame) {
 	now := c.o.Clock.Now()
 	if !c.seenOnce {
 		c.seenOnce = true
 		close(c.seen)
+	} else if now.Sub(c.lastHeard) > c.o.RestartGap {
+		c.restart = true
 	}
+	c.lastHeard = now
 	switch f.Cmd {
 	case smartfan.ReportButton:
 		select {
@@ -270,6 +395,14 @@ func (c *Client) Detect(ctx context.Context, timeout time.Duration) bool {
 	}
 }
 
+// LastHeard returns when the last valid frame arrived, and false when none
+// has yet.
+func (c *Client) LastHeard() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastHeard, c.seenOnce
+}
+
 // Buttons delivers the time of each button press the unit reports for
 // this blade. It is closed when Run returns.
 func (c *Client) Buttons() <-chan time.Time { return c.buttons }
@@ -308,12 +441,21 @@ func (c *Client) SetFanPercent(percent uint8) error {
 }
 
 // SetLED sets the unit's LED for this blade; remembered like the fan duty.
+// The fan request follows every LED frame: the unit's fan handler has just
+// set this blade's request to whatever percent it decoded last (possibly
+// the other blade's, or 0 after a restart).
 func (c *Client) SetLED(r, g, b uint8) error {
 	c.mu.Lock()
 	c.lastLED = &[3]uint8{r, g, b}
-	p := c.port
+	p, fan := c.port, c.lastFan
 	c.mu.Unlock()
-	return c.send(p, smartfan.SetLED(r, g, b))
+	if err := c.send(p, smartfan.SetLED(r, g, b)); err != nil {
+		return err
+	}
+	if fan == nil {
+		return nil
+	}
+	return c.send(p, smartfan.SetFanPercent(*fan))
 }
 
 func (c *Client) send(p *port, f smartfan.Frame) error {
@@ -329,6 +471,11 @@ func (c *Client) write(p *port, f smartfan.Frame) error {
 	p.wmu.Lock()
 	_, err := p.rw.Write(smartfan.Append(buf[:0], f))
 	p.wmu.Unlock()
+	if err == nil {
+		c.mu.Lock()
+		c.stats.Sent++
+		c.mu.Unlock()
+	}
 	if err != nil {
 		p.close()
 		return fmt.Errorf("smart fan unit: sending %v: %w", f, err)

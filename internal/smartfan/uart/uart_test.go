@@ -3,6 +3,7 @@ package uart_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/smartfan"
 	"github.com/kubeblade/kubeblade/internal/smartfan/smartfantest"
 	"github.com/kubeblade/kubeblade/internal/smartfan/uart"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 // waitTimeout bounds every wait so a broken client fails the test instead
@@ -43,7 +45,12 @@ func start(t *testing.T, o uart.Options) (*uart.Client, <-chan smartfan.Frame) {
 // can wait for the reader goroutine to have handled a report.
 func frames(c *uart.Client) <-chan smartfan.Frame {
 	ch := make(chan smartfan.Frame, 1024)
-	uart.Observe(c, func(f smartfan.Frame) { ch <- f })
+	uart.Observe(c, func(f smartfan.Frame) {
+		select {
+		case ch <- f:
+		default:
+		}
+	})
 	return ch
 }
 
@@ -69,14 +76,25 @@ func expectReading(t *testing.T, what string, read func() (float64, error), want
 	}
 }
 
+// connected waits until c has a port, by sending the fan request until it
+// is accepted: from then on the client's re-send timer runs.
+func connected(t *testing.T, c *uart.Client, percent uint8) {
+	t.Helper()
+	testwait.Eventually(t, waitTimeout, "the client to open its UART", func(context.Context) (bool, string) {
+		err := c.SetFanPercent(percent)
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
 func TestOverPTY(t *testing.T) {
 	master, path := smartfantest.OpenPTY(t)
-	unit := smartfantest.NewUnit(t, master)
-	c, _ := start(t, uart.Options{Dial: uart.Serial(path)})
+	unit := smartfantest.NewUnit(t, smartfantest.Options{})
+	unit.Attach(smartfantest.Left, master)
+	c, _ := start(t, uart.Options{Dial: uart.Serial(path), Clock: unit.Clock()})
 
 	// Written before or after the client opens the tty, the report waits
 	// in the tty's input queue.
-	unit.Report(smartfan.ReportAirflowTemperature, 234)
+	unit.Report(smartfantest.Left, smartfan.ReportAirflowTemperature, 234)
 	select {
 	case <-c.Seen():
 	case <-time.After(waitTimeout):
@@ -90,11 +108,11 @@ func TestOverPTY(t *testing.T) {
 	// good frames must all arrive.
 	bad := smartfan.Encode(smartfan.ValueFrame(smartfan.ReportFanRPM, 1))
 	bad[len(bad)-2] ^= 0xFF
-	unit.Send([]byte{0x00, 0x13, 0x7F, 0x7E, 0xA3, 0x01})
-	unit.Send(bad)
-	unit.Report(smartfan.ReportFanRPM, 31250)              // 3125.0 RPM
-	unit.Report(smartfan.ReportAirflowTemperature, 0x7E7F) // escapes inside
-	unit.Report(smartfan.ReportButton, 0)
+	unit.Send(smartfantest.Left, []byte{0x00, 0x13, 0x7F, 0x7E, 0xA3, 0x01})
+	unit.Send(smartfantest.Left, bad)
+	unit.Report(smartfantest.Left, smartfan.ReportFanRPM, 31250)              // 3125.0 RPM
+	unit.Report(smartfantest.Left, smartfan.ReportAirflowTemperature, 0x7E7F) // escapes inside
+	unit.Report(smartfantest.Left, smartfan.ReportButton, 0)
 
 	select {
 	case <-c.Buttons():
@@ -109,14 +127,19 @@ func TestOverPTY(t *testing.T) {
 		t.Fatalf("stats %+v: want 1 checksum error, 1 malformed, ≥4 frames", st)
 	}
 
-	if err := c.SetFanPercent(55); err != nil {
+	// The cut frame above looked like a restart, but with nothing asked
+	// for yet there was nothing to re-send.
+	if err := c.SetFanPercent(56); err != nil {
 		t.Fatal(err)
 	}
-	unit.Expect(smartfan.SetFanPercent(55))
+	unit.Expect(smartfantest.Left, smartfan.SetFanPercent(56))
+	// An LED frame is always followed by the fan request (the firmware
+	// takes the LED frame as a fan request too).
 	if err := c.SetLED(0x7E, 0x7D, 0x01); err != nil {
 		t.Fatal(err)
 	}
-	unit.Expect(smartfan.Frame{Cmd: smartfan.CmdSetLED, Data: [3]byte{0x01, 0x7D, 0x7E}})
+	unit.Expect(smartfantest.Left, smartfan.Frame{Cmd: smartfan.CmdSetLED, Data: [3]byte{0x01, 0x7D, 0x7E}})
+	unit.Expect(smartfantest.Left, smartfan.SetFanPercent(56))
 	if err := c.SetFanPercent(101); err == nil {
 		t.Fatal("SetFanPercent(101) accepted")
 	}
@@ -157,32 +180,37 @@ func TestReconnectReplaysCommands(t *testing.T) {
 			return uart.Serial(path)()
 		}
 	}
-	c, applied := start(t, uart.Options{Dial: dial, RetryInterval: time.Millisecond})
+	c, applied := start(t, uart.Options{Dial: dial, RetryInterval: time.Millisecond, ResendInterval: time.Hour})
 
-	oldUnit := smartfantest.NewUnit(t, struct {
+	oldUnit := smartfantest.NewUnit(t, smartfantest.Options{})
+	oldUnit.Attach(smartfantest.Left, struct {
 		io.Reader
 		io.Writer
 	}{unitR, unitW})
-	oldUnit.Report(smartfan.ReportFanRPM, 10000)
+	oldUnit.Report(smartfantest.Left, smartfan.ReportFanRPM, 10000)
 	<-c.Seen()
-	if err := c.SetFanPercent(70); err != nil {
-		t.Fatal(err)
-	}
-	oldUnit.Expect(smartfan.SetFanPercent(70))
+	connected(t, c, 70)
+	oldUnit.Expect(smartfantest.Left, smartfan.SetFanPercent(70))
 	if err := c.SetLED(1, 2, 3); err != nil {
 		t.Fatal(err)
 	}
-	oldUnit.Expect(smartfan.SetLED(1, 2, 3))
+	oldUnit.Expect(smartfantest.Left, smartfan.SetLED(1, 2, 3))
+	oldUnit.Expect(smartfantest.Left, smartfan.SetFanPercent(70))
 
 	// The link breaks mid-frame.
-	oldUnit.Send([]byte{0x7E, 0xA3})
+	oldUnit.Send(smartfantest.Left, []byte{0x7E, 0xA3})
 	unitW.CloseWithError(errors.New("cable pulled"))
 
-	// The new link gets the last commands replayed, then works normally.
-	newUnit := smartfantest.NewUnit(t, master)
-	newUnit.Expect(smartfan.SetFanPercent(70))
-	newUnit.Expect(smartfan.SetLED(1, 2, 3))
-	newUnit.Report(smartfan.ReportFanRPM, 22220)
+	// The new link gets the last commands replayed (LED first, so the fan
+	// request is what the unit keeps), then works normally.
+	newUnit := smartfantest.NewUnit(t, smartfantest.Options{})
+	newUnit.Attach(smartfantest.Left, master)
+	newUnit.Expect(smartfantest.Left, smartfan.SetLED(1, 2, 3))
+	newUnit.Expect(smartfantest.Left, smartfan.SetFanPercent(70))
+	if st := newUnit.State(); st.Fan != 70 || st.LEDs[smartfantest.Left] != (smartfantest.Color{R: 1, G: 2, B: 3}) {
+		t.Fatalf("unit after the replay: %+v", st)
+	}
+	newUnit.Report(smartfantest.Left, smartfan.ReportFanRPM, 22220)
 	waitApplied(t, applied, smartfan.ValueFrame(smartfan.ReportFanRPM, 22220))
 	expectReading(t, "FanRPM after reconnect", c.FanRPM, 2222)
 	if st := c.Stats(); st.Connects != 2 {
@@ -190,24 +218,72 @@ func TestReconnectReplaysCommands(t *testing.T) {
 	}
 }
 
+func TestDialBackoff(t *testing.T) {
+	fc := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	dials := make(chan time.Time, 100)
+	c := uart.New(uart.Options{Clock: fc, RetryInterval: time.Second, MaxRetryInterval: 8 * time.Second,
+		Dial: func() (io.ReadWriteCloser, error) { dials <- fc.Now(); return nil, os.ErrNotExist }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	var gaps []time.Duration
+	last := <-dials
+	for len(gaps) < 6 {
+		testwait.Eventually(t, waitTimeout, "Run to wait on the clock", func(context.Context) (bool, string) { return fc.HasWaiters(), "" })
+		fc.Step(time.Second)
+		select {
+		case at := <-dials:
+			gaps = append(gaps, at.Sub(last))
+			last = at
+		default:
+		}
+	}
+	if diff := cmp.Diff([]time.Duration{1, 2, 4, 8, 8, 8}, scale(gaps, time.Second)); diff != "" {
+		t.Fatalf("seconds between attempts (-want +got):\n%s", diff)
+	}
+}
+
+func scale(ds []time.Duration, unit time.Duration) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = d / unit
+	}
+	return out
+}
+
 func TestNoUnitAndStaleReadings(t *testing.T) {
 	master, path := smartfantest.OpenPTY(t)
-	fc := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	unit := smartfantest.NewUnit(t, smartfantest.Options{})
+	fc := unit.Clock()
 	c, applied := start(t, uart.Options{Dial: uart.Serial(path), Clock: fc, StaleAfter: 10 * time.Second})
 
 	if _, err := c.FanRPM(); err == nil {
 		t.Fatal("FanRPM before any report succeeded")
 	}
-	detected := make(chan bool)
+	if _, ok := c.LastHeard(); ok {
+		t.Fatal("LastHeard before any frame")
+	}
+	detected := make(chan bool, 1)
 	go func() { detected <- c.Detect(context.Background(), 3*time.Second) }()
-	waitForWaiter(t, fc)
-	fc.Step(3 * time.Second)
-	if <-detected {
+	// The client's own timers also wait on the clock, so step until
+	// Detect gives up rather than waiting for its waiter.
+	var found bool
+	testwait.Eventually(t, waitTimeout, "Detect to give up", func(context.Context) (bool, string) {
+		select {
+		case found = <-detected:
+			return true, ""
+		default:
+			fc.Step(time.Second)
+			return false, ""
+		}
+	})
+	if found {
 		t.Fatal("silent UART detected as a unit")
 	}
 
-	unit := smartfantest.NewUnit(t, master)
-	unit.Report(smartfan.ReportFanRPM, 12345)
+	unit.Attach(smartfantest.Left, master)
+	unit.Report(smartfantest.Left, smartfan.ReportFanRPM, 12345)
 	waitApplied(t, applied, smartfan.ValueFrame(smartfan.ReportFanRPM, 12345))
 	expectReading(t, "FanRPM", c.FanRPM, 1234.5)
 	fc.Step(10 * time.Second)
@@ -220,29 +296,19 @@ func TestNoUnitAndStaleReadings(t *testing.T) {
 	}
 }
 
-func waitForWaiter(t *testing.T, fc *clocktesting.FakeClock) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !fc.HasWaiters() {
-		if time.Now().After(deadline) {
-			t.Fatal("nobody waits on the clock")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func TestButtonFloodIsBounded(t *testing.T) {
 	master, path := smartfantest.OpenPTY(t)
-	unit := smartfantest.NewUnit(t, master)
-	c, applied := start(t, uart.Options{Dial: uart.Serial(path)})
-	unit.Report(smartfan.ReportAirflowTemperature, 200)
+	unit := smartfantest.NewUnit(t, smartfantest.Options{})
+	unit.Attach(smartfantest.Left, master)
+	c, applied := start(t, uart.Options{Dial: uart.Serial(path), Clock: unit.Clock()})
+	unit.Report(smartfantest.Left, smartfan.ReportAirflowTemperature, 200)
 	<-c.Seen()
 	var flood []byte
 	for i := 0; i < 100; i++ {
 		flood = smartfan.Append(flood, smartfan.Frame{Cmd: smartfan.ReportButton})
 	}
-	unit.Send(flood)
-	unit.Report(smartfan.ReportFanRPM, 10) // marks the end of the flood
+	unit.Send(smartfantest.Left, flood)
+	unit.Report(smartfantest.Left, smartfan.ReportFanRPM, 10) // marks the end of the flood
 	waitApplied(t, applied, smartfan.ValueFrame(smartfan.ReportFanRPM, 10))
 	st := c.Stats()
 	if got := len(c.Buttons()); got != uart.ButtonBuffer {

@@ -58,6 +58,14 @@ func (c *cdevChip) FindLine(name string) (int, error) {
 	return off, err
 }
 
+func (c *cdevChip) LineInfo(offset int) (LineInfo, error) {
+	li, err := c.c.LineInfo(offset)
+	if err != nil {
+		return LineInfo{}, err
+	}
+	return LineInfo{Name: li.Name, Used: li.Used, Consumer: li.Consumer}, nil
+}
+
 func (c *cdevChip) Request(r Request) (Line, error) {
 	opts := []gpiocdev.LineReqOption{}
 	if r.Consumer != "" {
@@ -101,5 +109,20 @@ func (c *cdevChip) Request(r Request) (Line, error) {
 	if err != nil {
 		return nil, err
 	}
-	return l, nil
+	return &cdevLine{Line: l}, nil
+}
+
+type cdevLine struct{ *gpiocdev.Line }
+
+func (l *cdevLine) SetInput(b Bias) error {
+	opts := []gpiocdev.LineConfigOption{gpiocdev.AsInput}
+	switch b {
+	case BiasPullUp:
+		opts = append(opts, gpiocdev.WithPullUp)
+	case BiasPullDown:
+		opts = append(opts, gpiocdev.WithPullDown)
+	case BiasDisabled:
+		opts = append(opts, gpiocdev.WithBiasDisabled)
+	}
+	return l.Reconfigure(opts...)
 }

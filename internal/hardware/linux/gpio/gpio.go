@@ -71,7 +71,22 @@ type Line interface {
 	Value() (int, error)
 	// SetValue drives an output line.
 	SetValue(v int) error
+	// SetInput turns the line into an input with bias. Before a release
+	// it chooses what the pin does afterwards: mainline pin controllers
+	// return a released output to an input but keep its pull.
+	SetInput(bias Bias) error
 	Close() error
+}
+
+// LineInfo is what the kernel says about a line, claimed or not.
+type LineInfo struct {
+	Name string
+	// Used is true when anyone holds the line: a process, a kernel
+	// driver, or the pin controller (a pin muxed to a peripheral).
+	Used bool
+	// Consumer names the holder: a process's consumer label, or the
+	// device name of a kernel driver such as pwm-gpio.
+	Consumer string
 }
 
 // Chip is an opened GPIO chip.
@@ -84,6 +99,8 @@ type Chip interface {
 	Lines() int
 	// FindLine returns the offset of the line with this devicetree name.
 	FindLine(name string) (int, error)
+	// LineInfo describes the line at offset.
+	LineInfo(offset int) (LineInfo, error)
 	Request(r Request) (Line, error)
 	Close() error
 }

@@ -15,8 +15,9 @@ const FanPWMPeriod = 40 * time.Microsecond
 // PWMOptions select a PWM channel.
 type PWMOptions struct {
 	SysfsRoot string
-	// Chip is pwmchipN; empty picks the lowest-numbered chip with enough
-	// channels.
+	// Chip is pwmchipN. The caller decides which chip drives the fan
+	// (see ListPWMChips): the lowest-numbered one is often another
+	// device.
 	Chip    string
 	Channel int
 	// Period defaults to FanPWMPeriod.
@@ -67,20 +68,12 @@ func OpenPWM(o PWMOptions) (*PWM, error) {
 	}
 	class := filepath.Join(o.SysfsRoot, "class", "pwm")
 	chip := o.Chip
-	if chip == "" {
-		for _, c := range PWMChips(o.SysfsRoot) {
-			if n, err := readInt(filepath.Join(class, c, "npwm")); err == nil && int64(o.Channel) < n {
-				chip = c
-				break
-			}
-		}
-		if chip == "" {
-			return nil, fmt.Errorf("PWM: no chip with channel %d under %s: %w (is dtoverlay=pwm set?)", o.Channel, class, ErrNotFound)
-		}
-	}
 	chipDir := filepath.Join(class, chip)
-	if !exists(chipDir) {
-		return nil, fmt.Errorf("PWM: %s: %w", chipDir, ErrNotFound)
+	if chip == "" || !exists(chipDir) {
+		return nil, fmt.Errorf("PWM: chip %q under %s: %w", chip, class, ErrNotFound)
+	}
+	if n, err := readInt(filepath.Join(chipDir, "npwm")); err == nil && int64(o.Channel) >= n {
+		return nil, fmt.Errorf("PWM: %s has %d channels, no channel %d", chip, n, o.Channel)
 	}
 	dir := filepath.Join(chipDir, fmt.Sprintf("pwm%d", o.Channel))
 	if !exists(dir) {
@@ -118,6 +111,19 @@ func (p *PWM) SetPercent(percent uint8) error {
 		return fmt.Errorf("PWM: duty %d %% is outside 0–100", percent)
 	}
 	return writeAttr(filepath.Join(p.dir, "duty_cycle"), strconv.FormatInt(p.periodNS*int64(percent)/100, 10))
+}
+
+// Read returns the channel's period, duty cycle (ns) and enable state as
+// the kernel holds them.
+func (p *PWM) Read() (period, duty int64, enabled bool, err error) {
+	if period, err = readInt(filepath.Join(p.dir, "period")); err != nil {
+		return
+	}
+	if duty, err = readInt(filepath.Join(p.dir, "duty_cycle")); err != nil {
+		return
+	}
+	en, err := readAttr(filepath.Join(p.dir, "enable"))
+	return period, duty, en == "1", err
 }
 
 // Dir is the channel's sysfs directory.

@@ -79,7 +79,7 @@ func TestPWMExportsAndDrives(t *testing.T) {
 		}
 		return true
 	}
-	p, err := sysfs.OpenPWM(sysfs.PWMOptions{SysfsRoot: root, AwaitExport: await})
+	p, err := sysfs.OpenPWM(sysfs.PWMOptions{SysfsRoot: root, Chip: "pwmchip0", AwaitExport: await})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,9 +122,12 @@ func TestPWMAlreadyConfiguredIsLeftAlone(t *testing.T) {
 		"class/pwm/pwmchip2/pwm3/enable":     "1\n",
 	})
 	before := snapshot(t, root)
-	// Channel 3 exists only on pwmchip2: auto-selection skips pwmchip0.
-	if _, err := sysfs.OpenPWM(sysfs.PWMOptions{SysfsRoot: root, Channel: 3, AwaitExport: func(int) bool { return false }}); err != nil {
+	if _, err := sysfs.OpenPWM(sysfs.PWMOptions{SysfsRoot: root, Chip: "pwmchip2", Channel: 3, AwaitExport: func(int) bool { return false }}); err != nil {
 		t.Fatal(err)
+	}
+	// pwmchip0 has one channel: channel 3 is refused, nothing written.
+	if _, err := sysfs.OpenPWM(sysfs.PWMOptions{SysfsRoot: root, Chip: "pwmchip0", Channel: 3}); err == nil {
+		t.Fatal("channel 3 of a one-channel chip accepted")
 	}
 	if diff := cmp.Diff(map[string]string{}, changed(before, snapshot(t, root))); diff != "" {
 		t.Fatalf("an enabled channel with the right period was rewritten:\n%s", diff)
@@ -142,7 +145,7 @@ func TestPWMMissing(t *testing.T) {
 	// Export that never materialises is an error, not a hang.
 	root = tree(t, map[string]string{"class/pwm/pwmchip0/npwm": "1", "class/pwm/pwmchip0/export": ""})
 	calls := 0
-	_, err := sysfs.OpenPWM(sysfs.PWMOptions{SysfsRoot: root, AwaitExport: func(int) bool { calls++; return calls < 3 }})
+	_, err := sysfs.OpenPWM(sysfs.PWMOptions{SysfsRoot: root, Chip: "pwmchip0", AwaitExport: func(int) bool { calls++; return calls < 3 }})
 	if err == nil || calls != 3 {
 		t.Fatalf("err = %v after %d waits", err, calls)
 	}
@@ -298,5 +301,40 @@ func TestLEDStream(t *testing.T) {
 	}
 	if _, err := sysfs.OpenLEDStream(filepath.Join(root, "leds1")); err == nil {
 		t.Fatal("missing stream opened")
+	}
+}
+
+func TestDeviceIdentity(t *testing.T) {
+	root := tree(t, map[string]string{
+		"devices/platform/soc/1f00098000.pwm/of_node/compatible": "raspberrypi,rp1-pwm\x00",
+		"devices/platform/soc/1f00098000.pwm/of_node/phandle":    "\x00\x00\x00\x2a",
+		"bus/platform/drivers/pwm-rp1/.keep":                     "",
+		"class/pwm/pwmchip3/npwm":                                "4\n",
+		"devices/platform/cooling_fan/of_node/compatible":        "pwm-fan\x00",
+		"devices/platform/cooling_fan/of_node/pwms":              "\x00\x00\x00\x2a\x00\x00\x00\x03\x00\x00\xa2\x5e",
+		"class/hwmon/hwmon1/name":                                "pwmfan\n",
+		"class/hwmon/hwmon1/pwm1":                                "0\n",
+		"class/hwmon/hwmon0/name":                                "cpu_thermal\n",
+	})
+	for link, target := range map[string]string{
+		"class/pwm/pwmchip3/device":                  "../../../devices/platform/soc/1f00098000.pwm",
+		"devices/platform/soc/1f00098000.pwm/driver": "../../../../bus/platform/drivers/pwm-rp1",
+		"class/hwmon/hwmon1/device":                  "../../../devices/platform/cooling_fan",
+	} {
+		if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chips := sysfs.ListPWMChips(root)
+	if len(chips) != 1 || chips[0].Name != "pwmchip3" || chips[0].NPWM != 4 || chips[0].Device.Name != "1f00098000.pwm" ||
+		chips[0].Device.Driver != "pwm-rp1" || !chips[0].Device.HasCompatible("raspberrypi,rp1-pwm") || chips[0].Device.Phandle() != 0x2a {
+		t.Fatalf("chips %+v", chips)
+	}
+	hw := sysfs.ListHwmon(root)
+	if len(hw) != 2 || hw[0].HasPWM || hw[1].Name != "pwmfan" || !hw[1].HasPWM || hw[1].Device.Name != "cooling_fan" {
+		t.Fatalf("hwmon %+v", hw)
+	}
+	if ph, ch, ok := hw[1].Device.PWMRef(); !ok || ph != 0x2a || ch != 3 {
+		t.Fatalf("PWMRef = %#x, %d, %v", ph, ch, ok)
 	}
 }

@@ -14,11 +14,12 @@ type ThermalZone struct {
 	typ  string
 }
 
-// FindThermalZone returns the zone whose type equals typ. Zone numbers
-// depend on probe order (on a CM5 zone 0 is not always the CPU), hence the
-// search by type.
-func FindThermalZone(sysfsRoot, typ string) (*ThermalZone, error) {
+// FindThermalZone returns the zone whose type is the first of types that
+// exists. Zone numbers depend on probe order (on a CM5 zone 0 is not always
+// the CPU), hence the search by type.
+func FindThermalZone(sysfsRoot string, types ...string) (*ThermalZone, error) {
 	matches, _ := filepath.Glob(filepath.Join(sysfsRoot, "class", "thermal", "thermal_zone*"))
+	byType := map[string]string{}
 	var seen []string
 	for _, dir := range matches {
 		t, err := readAttr(filepath.Join(dir, "type"))
@@ -26,12 +27,20 @@ func FindThermalZone(sysfsRoot, typ string) (*ThermalZone, error) {
 			continue
 		}
 		seen = append(seen, t)
-		if t == typ {
-			return &ThermalZone{path: filepath.Join(dir, "temp"), typ: t}, nil
+		if _, dup := byType[t]; !dup {
+			byType[t] = dir
 		}
 	}
-	return nil, fmt.Errorf("thermal zone of type %q (found: %s): %w", typ, strings.Join(seen, ", "), ErrNotFound)
+	for _, typ := range types {
+		if dir, ok := byType[typ]; ok {
+			return &ThermalZone{path: filepath.Join(dir, "temp"), typ: typ}, nil
+		}
+	}
+	return nil, fmt.Errorf("thermal zone of type %s (found: %s): %w", strings.Join(types, " or "), strings.Join(seen, ", "), ErrNotFound)
 }
+
+// Type is the zone's type.
+func (z *ThermalZone) Type() string { return z.typ }
 
 // Path is the temp attribute read.
 func (z *ThermalZone) Path() string { return z.path }

@@ -65,15 +65,17 @@ func (d *Driver) SetNow(t time.Duration) {
 
 // Chip is a fake chip.
 type Chip struct {
-	mu     sync.Mutex
-	name   string
-	label  string
-	lines  int
-	names  map[string]int
-	reqs   map[int]*Line
-	busy   map[int]error
-	opens  int
-	closed bool
+	mu    sync.Mutex
+	name  string
+	label string
+	lines int
+	names map[string]int
+	reqs  map[int]*Line
+	busy  map[int]error
+	// holders are lines held by someone else (a kernel driver).
+	holders map[int]string
+	opens   int
+	closed  bool
 }
 
 // NameLine gives a line a devicetree name.
@@ -125,6 +127,39 @@ func (c *Chip) FindLine(name string) (int, error) {
 	return off, nil
 }
 
+// Hold marks offset as held by a kernel driver named consumer (pwm-gpio,
+// say): requests fail as busy and LineInfo reports the holder.
+func (c *Chip) Hold(offset int, consumer string) *Chip {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.holders == nil {
+		c.holders = map[int]string{}
+	}
+	c.holders[offset] = consumer
+	return c
+}
+
+// LineInfo implements gpio.Chip.
+func (c *Chip) LineInfo(offset int) (gpio.LineInfo, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if offset < 0 || offset >= c.lines {
+		return gpio.LineInfo{}, fmt.Errorf("fake: offset %d out of range", offset)
+	}
+	var li gpio.LineInfo
+	for n, o := range c.names {
+		if o == offset {
+			li.Name = n
+		}
+	}
+	if h, ok := c.holders[offset]; ok {
+		li.Used, li.Consumer = true, h
+	} else if l, ok := c.reqs[offset]; ok && !l.Closed() {
+		li.Used, li.Consumer = true, l.req.Consumer
+	}
+	return li, nil
+}
+
 // Request implements gpio.Chip.
 func (c *Chip) Request(r gpio.Request) (gpio.Line, error) {
 	c.mu.Lock()
@@ -134,6 +169,9 @@ func (c *Chip) Request(r gpio.Request) (gpio.Line, error) {
 	}
 	if err := c.busy[r.Offset]; err != nil {
 		return nil, err
+	}
+	if h, ok := c.holders[r.Offset]; ok {
+		return nil, fmt.Errorf("fake: line held by %s: device or resource busy", h)
 	}
 	if l, ok := c.reqs[r.Offset]; ok && !l.closed {
 		return nil, errors.New("fake: line busy")
@@ -191,6 +229,23 @@ func (l *Line) SetValue(v int) error {
 	}
 	l.value = v
 	l.sets = append(l.sets, v)
+	return nil
+}
+
+// SetInput implements gpio.Line.
+func (l *Line) SetInput(b gpio.Bias) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return errors.New("fake: line closed")
+	}
+	l.req.Output, l.req.Bias = false, b
+	switch b {
+	case gpio.BiasPullUp:
+		l.value = 1
+	case gpio.BiasPullDown:
+		l.value = 0
+	}
 	return nil
 }
 

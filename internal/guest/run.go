@@ -1,0 +1,152 @@
+package guest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubeblade/kubeblade/internal/testreq"
+)
+
+// Tag is the build tag of in-guest test files. A plain `go test` does not
+// compile them; Package compiles them with it.
+const Tag = "guest"
+
+// Package describes the in-guest tests of one Go package.
+type Package struct {
+	// Dir is the package directory ("." for the calling test's package).
+	Dir string
+	// Run selects the in-guest tests (-test.run), e.g. "^TestKernel".
+	Run string
+	// Files are extra files for the initramfs.
+	Files []File
+	// Cmdline are extra kernel parameters.
+	Cmdline []string
+	// Timeout bounds the boot (default 4 minutes).
+	Timeout time.Duration
+}
+
+// RequireKernel returns the kernel named by KUBEBLADE_GUEST_KERNEL, or
+// ends the test through testreq (a visible skip in a plain `go test`, a
+// failure in make hwtest). Under make test's other steps, which require
+// their prerequisites but leave the guest to the hwtest step, it skips.
+func RequireKernel(t testing.TB) Kernel {
+	t.Helper()
+	dir := os.Getenv(EnvKernel)
+	if dir == "" && testreq.Required() && os.Getenv(EnvSuite) != "1" {
+		t.Skip("in-guest tests run in make hwtest's step, which sets " + EnvKernel)
+	}
+	testreq.Need(t, dir != "", "%v", ErrNoKernel)
+	k, err := KernelFromDir(dir)
+	testreq.Need(t, err == nil, "%v", err)
+	_, err = exec.LookPath("qemu-system-x86_64")
+	testreq.Need(t, err == nil, "qemu-system-x86_64 not installed (hack/kernel/deps.sh installs it)")
+	return k
+}
+
+// RunPackage compiles p's tests with the guest tag as a static binary,
+// boots it as the guest's init and reports every top-level test the guest
+// ran as a subtest of t, so `go test -v` on the host lists them. The
+// console is kept in a log file whose path is logged.
+func RunPackage(t *testing.T, p Package) Result {
+	t.Helper()
+	k := RequireKernel(t)
+	if p.Timeout <= 0 {
+		p.Timeout = 4 * time.Minute
+	}
+	work := t.TempDir()
+	bin := filepath.Join(work, "init")
+	gotool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to build the guest's init: %v", err)
+	}
+	build := exec.CommandContext(t.Context(), gotool, "test", "-c", "-tags", Tag, "-trimpath", "-o", bin, ".")
+	build.Dir = p.Dir
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the in-guest tests of %s: %v\n%s", p.Dir, err, out)
+	}
+
+	logPath := consoleLogPath(t, p.Dir)
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	t.Logf("guest console: %s", logPath)
+
+	args := []string{"-test.v", "-test.count=1"}
+	if p.Run != "" {
+		args = append(args, "-test.run="+p.Run)
+	}
+	env := map[string]string{
+		// The guest's watchdog fires first, so a hung test still
+		// prints a result line.
+		EnvWatchdog: (p.Timeout - 20*time.Second).String(),
+	}
+	if testreq.Required() {
+		env[testreq.Env] = "1"
+	}
+	res, err := Boot(context.WithoutCancel(t.Context()), Options{
+		Kernel:  k,
+		Init:    bin,
+		Args:    args,
+		Cmdline: p.Cmdline,
+		Env:     env,
+		Files:   p.Files,
+		Timeout: p.Timeout,
+		KVM:     os.Getenv(EnvKVM) == "1",
+		Console: logFile,
+		WorkDir: work,
+	})
+	for _, r := range TopLevelResults(res.Console) {
+		t.Run(r.Name, func(t *testing.T) {
+			switch r.Status {
+			case "FAIL":
+				t.Errorf("failed in the guest:\n%s", r.Output)
+			case "SKIP":
+				t.Skipf("skipped in the guest:\n%s", r.Output)
+			}
+		})
+	}
+	if err != nil {
+		t.Fatalf("guest: %v\nlast console lines:\n%s", err, tail(res.Console, 40))
+	}
+	if !res.Reported {
+		t.Fatalf("the guest never printed its result line (init crashed?); last console lines:\n%s", tail(res.Console, 40))
+	}
+	t.Logf("guest: %d passed, %d failed in %s", res.Passed, res.Failed, res.Elapsed.Round(10*time.Millisecond))
+	if res.Failed > 0 {
+		t.Errorf("%d in-guest tests failed (console: %s)", res.Failed, logPath)
+	}
+	if res.Passed == 0 {
+		t.Errorf("no in-guest test ran (console: %s)", logPath)
+	}
+	return res
+}
+
+func consoleLogPath(t testing.TB, dir string) string {
+	base := os.Getenv(EnvLogDir)
+	if base == "" {
+		base = filepath.Join(os.TempDir(), "kubeblade-guest")
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs(dir)
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(strings.TrimPrefix(abs, string(filepath.Separator)))
+	return filepath.Join(base, fmt.Sprintf("%s.%s.console.log", name, strings.ReplaceAll(t.Name(), "/", "_")))
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
