@@ -27,6 +27,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -41,6 +42,9 @@ const FieldManager = "kubeblade-operator-stale"
 
 // EventAgentStale is the Warning Event on the Node of a stale Blade.
 const EventAgentStale = "AgentStale"
+
+// Workers is how many Blades are reconciled at once.
+const Workers = 4
 
 // +kubebuilder:rbac:groups=kubeblade.io,resources=blades,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kubeblade.io,resources=blades/status,verbs=get;patch
@@ -58,6 +62,10 @@ type Reconciler struct {
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
+		// Blades killed together go stale together: their marks (a status
+		// patch each) must not queue behind one another. The work queue
+		// never hands one Blade to two workers.
+		WithOptions(controller.Options{MaxConcurrentReconciles: Workers}).
 		For(&kbv1.Blade{}, builder.WithPredicates(predicate.Funcs{
 			UpdateFunc: func(e event.UpdateEvent) bool {
 				o, n := e.ObjectOld.(*kbv1.Blade), e.ObjectNew.(*kbv1.Blade)
