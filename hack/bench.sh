@@ -28,6 +28,10 @@ fsecs="${BENCH_FOOTPRINT_SECONDS:-60}"
 agents="${BENCH_AGENTS:-1000}"
 opnodes="${BENCH_OPERATOR_NODES:-1000}"
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+# Sections measured by other harnesses (the rack view's needs Chromium:
+# make bench-dashboard) are kept from the file being rewritten.
+kept=""
+if [ -n "$out" ] && [ -f "$out" ]; then kept=$(sed -n '/^## Rack view/,$p' "$out"); fi
 
 step() { echo "== $*" >&2; }
 run() { # name, command...: keep the log, show it, fail loudly
@@ -181,6 +185,7 @@ things keep it small; \`cmd/kubeblade-agent/deps_test.go\` fails if either regre
   30 MB, Kubernetes-mode RSS 33.4 to 21.7 MiB, full build standalone 27.6 to 16.9 MiB.
   The operator and bladectl keep client-go's and controller-runtime's clients.
 EOF
+    if [ -n "$kept" ]; then printf '\n%s\n' "$kept"; fi
   } >"$out"
   echo
   echo "wrote $out"

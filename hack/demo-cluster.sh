@@ -71,6 +71,12 @@ export BLADECTL_CONFIG="$dir/bladectl.yaml"
 for n in $NODES; do
   bladectl config add "$n" --server "unix://$DEMO_DIR/blades/$n/agent.sock" >/dev/null
 done
+# The rack view draws Nodes by these optional labels: one demo chassis.
+slot=0
+for n in $NODES; do
+  slot=$((slot + 1))
+  kubectl label node "$n" kubeblade.io/chassis=demo-rack "kubeblade.io/slot=$slot" --overwrite >/dev/null
+done
 # The built-in "local" blade is the agent socket of a real blade host.
 bladectl config remove local >/dev/null 2>&1 || true
 bladectl config use blade-1 >/dev/null
@@ -103,6 +109,9 @@ In another shell:
   # change the config: applied live, no restart (status.config.generation)
   kubectl patch bladeconfig default --type merge -p '{"spec":{"agent":{"criticalCelsius":70}}}'
   kubectl get blades -o custom-columns=NAME:.metadata.name,CONFIG:.status.config.name,GEN:.status.config.generation
+
+  # the rack view in your browser: live LEDs and temperatures, click a blade to identify it
+  bladectl dashboard --open                 # serves http://127.0.0.1:8080/ (docs/dashboard.md)
 
   # the agents' own gRPC API over their unix sockets, and the Kubernetes mode
   bladectl --blade blade-1 status;  bladectl -A monitor
@@ -183,7 +192,16 @@ run bladectl --blade blade-2 led edge clear
 run bladectl -A status
 run bladectl --blade blade-1 monitor --timeout 2s
 
-bold "7. Blades 1 and 2 share a standard fan unit (kubeblade.io/fan-peer): each drives the higher demand"
+bold "7. The rack view: bladectl dashboard serves the live page (open it with --open)"
+bladectl dashboard --listen 127.0.0.1:0 >"$dir/dashboard.log" 2>&1 &
+dpid=$!
+until_ok "bladectl dashboard serving" 20 'grep -q "http://127.0.0.1:" "$dir/dashboard.log"'
+url=$(grep -o 'http://127.0.0.1:[0-9]*/' "$dir/dashboard.log" | head -1)
+echo "  $(head -1 "$dir/dashboard.log")"
+until_ok "the page's stream shows blade-1 in demo-rack" 20 '{ curl -sN -m 2 "${url}api/stream" || true; } | grep -q "\"name\":\"blade-1\",\"chassis\":\"demo-rack\""'
+kill "$dpid"; wait "$dpid" 2>/dev/null || true
+
+bold "8. Blades 1 and 2 share a standard fan unit (kubeblade.io/fan-peer): each drives the higher demand"
 simstate() { curl -fsS --unix-socket "$DEMO_DIR/blades/$1/state/simulator.sock" http://blade/state; }
 run kubectl get nodes -o custom-columns='NAME:.metadata.name,FAN-PEER:.metadata.annotations.kubeblade\.io/fan-peer'
 until_ok "blade-1 follows blade-2 (fan.peer.state Synced)" 30 'test "$(jp blade/blade-1 '\''{.status.fan.peer.state}'\'')" = Synced'
@@ -194,7 +212,7 @@ until_ok "blade-1's fan runs at blade-2's 90 % (simulated hardware)" 20 'simstat
 run kubectl get blades -o custom-columns='NAME:.metadata.name,DEMAND:.status.fan.demandPercent,PEER:.status.fan.peer.name,SYNC:.status.fan.peer.state'
 run kubectl annotate node blade-2 kubeblade.io/fan-speed-
 
-bold "8. Hold blade-3's button for 3.5 s: maintenance (cordon, drain through the Eviction API, safe to pull)"
+bold "9. Hold blade-3's button for 3.5 s: maintenance (cordon, drain through the Eviction API, safe to pull)"
 run kubectl apply -f hack/demo/workload.yaml
 until_ok "3 web pods running, one per blade" 60 'test "$(kubectl -n demo get pods -l app=web --field-selector status.phase=Running -o name | wc -l)" = 3'
 until_ok "a web pod on blade-3" 30 'kubectl -n demo get pods -l app=web --field-selector spec.nodeName=blade-3 -o name | grep -q .'
@@ -215,7 +233,7 @@ until_ok "MaintenanceEnded Event" 20 'event_seen blade-3 MaintenanceEnded'
 until_ok "blade-3 uncordoned" 10 'test "$(jp node/blade-3 '\''{.spec.unschedulable}'\'')" != true'
 until_ok "blade-3's edge LED back to idle green (#001000)" 10 'simstate blade-3 | grep -q "\"edgeLED\": \"#001000\""'
 
-bold "9. Kill blade-2's agent (kill -9): the operator marks its Blade stale, blade-1 loses its fan peer"
+bold "10. Kill blade-2's agent (kill -9): the operator marks its Blade stale, blade-1 loses its fan peer"
 agent2=$(pgrep -f "kubeblade-agent.*--node-name=blade-2" | head -n1)
 [ -n "$agent2" ] || fail "no agent process for blade-2"
 agent2_args=$(tr '\0' ' ' < "/proc/$agent2/cmdline")

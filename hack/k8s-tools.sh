@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes control-plane binaries kubeblade's tests and demo run
 # (kube-apiserver, etcd, and on request kube-controller-manager,
-# kube-scheduler, kubectl) from the Go module proxy, using the pinned tools
+# kube-scheduler, kubectl, and the kubelet of the real-node suite) from the Go
+# module proxy, using the pinned tools
 # modules under hack/tools. Binaries are cached outside the clone, under
 # ${XDG_CACHE_HOME:-$HOME/.cache}/kubeblade/k8s/, in a directory named after the
 # pinned versions: every clone and worktree shares them, and they are rebuilt
@@ -16,12 +17,16 @@ cache="${XDG_CACHE_HOME:-$HOME/.cache}/kubeblade"
 dir="$cache/k8s/kubernetes-$kube_ver-etcd-$etcd_ver"
 mkdir -p "$dir"
 [ $# -gt 0 ] || set -- kube-apiserver etcd
+# One build at a time per cache directory: a second run (another worktree,
+# a concurrent make target) waits and then finds the binary built.
+exec 9>"$dir/.lock"
+flock 9
 
 for bin in "$@"; do
   [ -x "$dir/$bin" ] && continue
   case "$bin" in
     etcd) mod=etcd pkg=go.etcd.io/etcd/server/v3 ;;
-    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl) mod=kube pkg=k8s.io/kubernetes/cmd/$bin ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kubelet) mod=kube pkg=k8s.io/kubernetes/cmd/$bin ;;
     *) echo "k8s-tools: unknown binary $bin" >&2; exit 2 ;;
   esac
   echo "k8s-tools: building $bin ($kube_ver / etcd $etcd_ver); the first build takes several minutes" >&2

@@ -60,5 +60,6 @@ run fuzz continue
 run deploy-test continue
 run e2e continue
 run hwtest continue
+run e2e-kubelet continue
 
 report

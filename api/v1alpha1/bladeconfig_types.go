@@ -159,7 +159,11 @@ func (m MaintenanceSpec) DrainTimeoutOrDefault() time.Duration {
 
 // DaemonSetSpec shapes the agent DaemonSet.
 type DaemonSetSpec struct {
-	// Image of the agent; default: the operator's own image.
+	// Image of the agent; default: the operator's own image. A reference
+	// as `docker pull` takes it: [registry[:port]/]path[:tag][@digest],
+	// path components lower case.
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^(([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(\.([a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*(:[0-9]+)?/)?[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)*(:[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127})?(@[A-Za-z][A-Za-z0-9]*([-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$`
 	// +optional
 	Image string `json:"image,omitempty"`
 	// ImagePullPolicy of the agent container.
@@ -167,7 +171,16 @@ type DaemonSetSpec struct {
 	// +optional
 	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
 	// Tolerations of the agent pods. Unset means tolerate every taint, so
-	// blades tainted for special workloads still get their agent.
+	// blades tainted for special workloads still get their agent. The
+	// rules the API server applies to a pod's tolerations are checked here
+	// already, so a BladeConfig that would give an invalid DaemonSet is
+	// refused instead of accepted and failing later.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.effect) || t.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute'])",message="toleration effect must be NoSchedule, PreferNoSchedule or NoExecute (or empty: every effect)"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.operator) || t.operator in ['Exists', 'Equal'])",message="toleration operator must be Exists or Equal"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.operator) || t.operator != 'Exists' || !has(t.value) || t.value == '')",message="a toleration with operator Exists takes no value"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, (has(t.key) && t.key != '') || (has(t.operator) && t.operator == 'Exists'))",message="a toleration without a key must have operator Exists"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.tolerationSeconds) || (has(t.effect) && t.effect == 'NoExecute'))",message="tolerationSeconds needs effect NoExecute"
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 	// Resources of the agent container.

@@ -2,14 +2,17 @@ package v1alpha1_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,6 +43,7 @@ func ctx(t *testing.T) context.Context {
 }
 
 func TestBladeConfigValidation(t *testing.T) {
+	testenv.Need(t)
 	cases := map[string]struct {
 		mutate func(s *v1alpha1.BladeConfigSpec)
 		want   string // empty: accepted
@@ -110,6 +114,45 @@ func TestBladeConfigValidation(t *testing.T) {
 		"drainTimeout too long": {func(s *v1alpha1.BladeConfigSpec) {
 			s.Maintenance.DrainTimeout = &metav1.Duration{Duration: 48 * time.Hour}
 		}, "drainTimeout must be between 1s and 24h"},
+		"toleration with an invalid effect": {func(s *v1alpha1.BladeConfigSpec) {
+			s.DaemonSet.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "blades", Effect: "NoScheduleAtAll"}}
+		}, "toleration effect must be NoSchedule, PreferNoSchedule or NoExecute"},
+		"toleration with an invalid operator": {func(s *v1alpha1.BladeConfigSpec) {
+			s.DaemonSet.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: "Matches", Value: "blades"}}
+		}, "toleration operator must be Exists or Equal"},
+		"toleration Exists with a value": {func(s *v1alpha1.BladeConfigSpec) {
+			s.DaemonSet.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists, Value: "blades"}}
+		}, "a toleration with operator Exists takes no value"},
+		"toleration without key and operator": {func(s *v1alpha1.BladeConfigSpec) {
+			s.DaemonSet.Tolerations = []corev1.Toleration{{Value: "blades", Effect: corev1.TaintEffectNoSchedule}}
+		}, "a toleration without a key must have operator Exists"},
+		"tolerationSeconds without NoExecute": {func(s *v1alpha1.BladeConfigSpec) {
+			secs := int64(30)
+			s.DaemonSet.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule, TolerationSeconds: &secs}}
+		}, "tolerationSeconds needs effect NoExecute"},
+		"valid tolerations": {func(s *v1alpha1.BladeConfigSpec) {
+			secs := int64(30)
+			s.DaemonSet.Tolerations = []corev1.Toleration{
+				{Operator: corev1.TolerationOpExists},
+				{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "blades", Effect: corev1.TaintEffectNoSchedule},
+				{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &secs},
+			}
+		}, ""},
+		"image with upper case path": {func(s *v1alpha1.BladeConfigSpec) {
+			s.DaemonSet.Image = "ghcr.io/KubeBlade/kubeblade:v0.1.0"
+		}, "spec.daemonSet.image"},
+		"image with a space": {func(s *v1alpha1.BladeConfigSpec) {
+			s.DaemonSet.Image = "ghcr.io/kubeblade/kubeblade:v0.1.0 latest"
+		}, "spec.daemonSet.image"},
+		"image with an empty tag": {func(s *v1alpha1.BladeConfigSpec) {
+			s.DaemonSet.Image = "ghcr.io/kubeblade/kubeblade:"
+		}, "spec.daemonSet.image"},
+		"image with a short digest": {func(s *v1alpha1.BladeConfigSpec) {
+			s.DaemonSet.Image = "ghcr.io/kubeblade/kubeblade@sha256:abc"
+		}, "spec.daemonSet.image"},
+		"valid images": {func(s *v1alpha1.BladeConfigSpec) {
+			s.DaemonSet.Image = "registry.local:5000/mirror/kubeblade:v0.1.0-rc.1@sha256:" + strings.Repeat("0123456789abcdef", 4)
+		}, ""},
 		"too many steps": {func(s *v1alpha1.BladeConfigSpec) {
 			for i := 0; i < 17; i++ {
 				s.Agent.FanCurve = append(s.Agent.FanCurve, agentconfigv1.FanCurveStep{TemperatureCelsius: int32(i), Percent: 50})
@@ -120,7 +163,7 @@ func TestBladeConfigValidation(t *testing.T) {
 	for name, tc := range cases {
 		i++
 		t.Run(name, func(t *testing.T) {
-			bc := &v1alpha1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: "validation-" + strings.ReplaceAll(name, " ", "-")}}
+			bc := &v1alpha1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: "validation-" + strings.ToLower(strings.ReplaceAll(name, " ", "-"))}}
 			tc.mutate(&bc.Spec)
 			err := c.Create(ctx(t), bc)
 			if tc.want == "" {
@@ -136,7 +179,39 @@ func TestBladeConfigValidation(t *testing.T) {
 	}
 }
 
+// TestHysteresisAtLeastOne sends hysteresisCelsius as JSON: the typed
+// client would drop a 0 (omitempty) and the API server default it to 5.
+func TestHysteresisAtLeastOne(t *testing.T) {
+	for _, tc := range []struct {
+		hysteresis int64
+		want       string
+	}{
+		{0, "spec.agent.hysteresisCelsius: Invalid value: 0: spec.agent.hysteresisCelsius in body should be greater than or equal to 1"},
+		{-3, "should be greater than or equal to 1"},
+		{1, ""},
+	} {
+		t.Run(fmt.Sprint(tc.hysteresis), func(t *testing.T) {
+			u := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": v1alpha1.GroupVersion.String(), "kind": "BladeConfig",
+				"metadata": map[string]any{"name": fmt.Sprintf("hysteresis-%d", tc.hysteresis+10)},
+				"spec":     map[string]any{"agent": map[string]any{"hysteresisCelsius": tc.hysteresis}},
+			}}
+			err := c.Create(ctx(t), u)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("hysteresis %d refused: %v", tc.hysteresis, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Create error = %v\nwant it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
 func TestCRDDefaultsMatchAgentDefaults(t *testing.T) {
+	testenv.Need(t)
 	bc := &v1alpha1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: "defaults-check"}}
 	if err := c.Create(ctx(t), bc); err != nil {
 		t.Fatal(err)
@@ -160,6 +235,7 @@ func TestCRDDefaultsMatchAgentDefaults(t *testing.T) {
 }
 
 func TestBladeStatusSubresourceAndColumns(t *testing.T) {
+	testenv.Need(t)
 	b := &v1alpha1.Blade{ObjectMeta: metav1.ObjectMeta{Name: "blade-columns"}}
 	if err := c.Create(ctx(t), b); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/kubeblade/kubeblade/internal/clientconfig"
+	"github.com/kubeblade/kubeblade/internal/atomicfile"
 	"github.com/kubeblade/kubeblade/internal/migrate"
 )
 
@@ -97,7 +97,7 @@ line, and nothing is written.
 	if err := os.MkdirAll(filepath.Dir(*write), 0o755); err != nil {
 		return err
 	}
-	if err := clientconfig.WriteFileAtomic(*write, out, 0o644); err != nil {
+	if err := atomicfile.Write(*write, out, 0o644); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "wrote %s\n", *write)

@@ -18,12 +18,13 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/kubeblade/kubeblade/internal/logging"
 	"github.com/kubeblade/kubeblade/internal/operator"
 	"github.com/kubeblade/kubeblade/internal/operator/uninstall"
+	"github.com/kubeblade/kubeblade/internal/opsserver"
 	"github.com/kubeblade/kubeblade/internal/version"
 )
 
@@ -55,6 +56,7 @@ type flags struct {
 	pullPolicy                   string
 	cleanupOnly                  bool
 	leaseDuration, renewDeadline time.Duration
+	stalledAfter                 time.Duration
 }
 
 func parse(args []string) (*flags, error) {
@@ -77,6 +79,7 @@ func parse(args []string) (*flags, error) {
 	fs.BoolVar(&f.leaderElect, "leader-elect", true, "elect a leader, so only one replica acts")
 	fs.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "leader lease duration")
 	fs.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "leader renew deadline")
+	fs.DurationVar(&f.stalledAfter, "stalled-reconcile-after", 2*time.Minute, "/healthz fails (and the kubelet restarts the operator) when one reconcile has run this long")
 	fs.Float64Var(&f.qps, "kube-api-qps", 200, "client-side limit of API requests per second")
 	fs.IntVar(&f.burst, "kube-api-burst", 400, "client-side burst of API requests")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -139,11 +142,17 @@ func run(args []string) error {
 	if err := operator.Setup(ctx, mgr, f.opts); err != nil {
 		return err
 	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+	// Live while no controller is stuck in one reconcile (controller-runtime
+	// reports each workqueue's oldest running item in its metrics registry);
+	// ready once the informer caches have synced, and while live.
+	reconcilers := opsserver.StalledWorkqueues(ctrlmetrics.Registry, f.stalledAfter)
+	if err := mgr.AddHealthzCheck("reconcilers", func(*http.Request) error { return reconcilers() }); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("readyz", func(req *http.Request) error {
-		// Ready once the informer caches have synced.
+	if err := mgr.AddReadyzCheck("reconcilers", func(*http.Request) error { return reconcilers() }); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("caches", func(req *http.Request) error {
 		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
 			return errors.New("caches not synced")
 		}

@@ -33,7 +33,17 @@ const (
 	// blinkTick renders blinking LEDs; half the blink period so each phase
 	// is shown.
 	blinkTick = core.BlinkPeriod / 2
+	// MinStallAfter is the least time without a loop iteration before
+	// Stalled reports the loop stuck: a slow but working sysfs or UART
+	// read takes well under a second, so this is far beyond a hiccup.
+	MinStallAfter = 15 * time.Second
+	// stallSamples is how many missed sample ticks count as a stall when
+	// that is longer than MinStallAfter.
+	stallSamples = 15
 )
+
+// ErrStalled is returned by Stalled when the loop stopped ticking.
+var ErrStalled = errors.New("agent loop stalled")
 
 // ErrNotRunning is returned by requests made while the loop is not running.
 var ErrNotRunning = errors.New("agent is not running")
@@ -94,11 +104,14 @@ type Agent struct {
 	cmds    chan command
 	running atomic.Bool
 	runOnce atomic.Bool
-	stopped chan struct{}
-	caps    hardware.Capabilities
-	info    hardware.Info
-	machine *core.Machine
-	button  debounce.Button
+	// lastTick is when the loop last finished an iteration (UnixNano of
+	// clk), the heartbeat that Stalled reads.
+	lastTick atomic.Int64
+	stopped  chan struct{}
+	caps     hardware.Capabilities
+	info     hardware.Info
+	machine  *core.Machine
+	button   debounce.Button
 	// written caches the last successful write per output so unchanged
 	// outputs cost nothing; a failed write clears its entry to retry.
 	written written
@@ -194,6 +207,28 @@ func (a *Agent) Counters() Counters {
 
 // Ready reports whether the loop runs.
 func (a *Agent) Ready() bool { return a.running.Load() }
+
+// Stalled returns an error wrapping ErrStalled when Run has been called,
+// has not returned, and its loop has not finished an iteration for max(15 sample intervals, MinStallAfter),
+// e.g. because a hardware read never returned; nil otherwise. A stalled
+// loop no longer protects the blade, so the liveness probe reports it and
+// the kubelet (or systemd's watchdog) restarts the process.
+func (a *Agent) Stalled() error {
+	if !a.runOnce.Load() {
+		return nil
+	}
+	select {
+	case <-a.stopped:
+		return nil
+	default:
+	}
+	limit := max(stallSamples*a.sample, MinStallAfter)
+	last := time.Unix(0, a.lastTick.Load())
+	if since := a.clk.Since(last); since > limit {
+		return fmt.Errorf("%w: no iteration for %s (limit %s)", ErrStalled, since.Round(time.Second), limit)
+	}
+	return nil
+}
 
 // Done is closed when Run has returned.
 func (a *Agent) Done() <-chan struct{} { return a.stopped }
@@ -328,10 +363,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.reportMissingCapabilities()
 
 	now := a.clk.Now()
+	a.lastTick.Store(now.UnixNano())
 	a.machine.TakeEvents()
 	a.publish(core.Event{Reason: core.ReasonAgentStarted, Time: now,
 		Message: fmt.Sprintf("kubeblade agent %s started on %s backend (%s)", a.version, a.info.Backend, a.info.SoC)})
 	a.sampleSensors(now)
+	a.lastTick.Store(a.clk.Now().UnixNano())
 	a.running.Store(true)
 	a.step(now)
 
@@ -405,7 +442,6 @@ func (a *Agent) Run(ctx context.Context) error {
 				a.onSample()
 			default:
 			}
-			a.buttonDue()
 			for drained := false; !drained && buttons != nil; {
 				select {
 				case ev, ok := <-buttons:
@@ -418,11 +454,13 @@ func (a *Agent) Run(ctx context.Context) error {
 					drained = true
 				}
 			}
+			a.buttonDue()
 			now := a.clk.Now()
 			err := c.do(now)
 			a.step(now)
 			c.done <- err
 		}
+		a.lastTick.Store(a.clk.Now().UnixNano())
 	}
 }
 

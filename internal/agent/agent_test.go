@@ -638,3 +638,57 @@ func TestFanPeerAndNodeStateReachTheHardware(t *testing.T) {
 		t.Errorf("top LED %v, want node attention %v", got, s.NodeAttentionColor)
 	}
 }
+
+func TestStalledWhenTheLoopStopsTicking(t *testing.T) {
+	h := start(t)
+	limit := max(stallSamples*DefaultSampleInterval, MinStallAfter)
+	h.advance(2 * limit)
+	if err := h.a.Stalled(); err != nil {
+		t.Fatalf("a ticking loop reports %v", err)
+	}
+	// A wedged sensor bus: the next sample blocks inside the backend, so
+	// no iteration finishes after the last sync, whenever the loop takes
+	// the tick.
+	h.blade.SetSensorHang(true)
+	h.clk.Step(DefaultSampleInterval)
+	h.clk.Step(limit - DefaultSampleInterval)
+	if err := h.a.Stalled(); err != nil {
+		t.Fatalf("stalled after exactly the limit: %v, want nil", err)
+	}
+	h.clk.Step(time.Second)
+	if err := h.a.Stalled(); !errors.Is(err, ErrStalled) {
+		t.Fatalf("Stalled() = %v, want ErrStalled", err)
+	}
+	if !h.a.Ready() {
+		t.Fatal("Ready() = false: a stalled loop is still running, the probe decides")
+	}
+	h.blade.SetSensorHang(false)
+	h.sync()
+	if err := h.a.Stalled(); err != nil {
+		t.Fatalf("after the sensor recovered: %v", err)
+	}
+}
+
+func TestNotStalledBeforeRunOrAfterExit(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s, err := config.Settings(config.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Options{Backend: simulated.New(simulated.Options{Clock: clk}), Settings: s, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(time.Hour)
+	if err := a.Stalled(); err != nil {
+		t.Fatalf("before Run: %v", err)
+	}
+	h := start(t)
+	if err := h.shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	h.clk.Step(time.Hour)
+	if err := h.a.Stalled(); err != nil {
+		t.Fatalf("after Run returned: %v", err)
+	}
+}

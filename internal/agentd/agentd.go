@@ -22,7 +22,7 @@ import (
 	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/agent"
 	"github.com/kubeblade/kubeblade/internal/config"
-	"github.com/kubeblade/kubeblade/internal/core"
+	"github.com/kubeblade/kubeblade/internal/hardware"
 	"github.com/kubeblade/kubeblade/internal/hardware/backends"
 	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
 	"github.com/kubeblade/kubeblade/internal/metrics"
@@ -60,6 +60,9 @@ type Options struct {
 // KubeReporter is the running Kubernetes side of the agent.
 type KubeReporter interface {
 	Run(ctx context.Context) error
+	// ConfigApplied reports whether the first config (the assigned
+	// BladeConfig, or the local one when there is none) has been applied.
+	ConfigApplied() bool
 }
 
 // Daemon is a running agent process.
@@ -93,23 +96,20 @@ func Run(ctx context.Context, o Options) error {
 		o.StateDir = DefaultStateDir
 	}
 	log := o.Logger
-	cfg, ignored, err := config.Load(o.ConfigPath, o.Environ)
+	local, ignored, err := config.LoadChecked(o.ConfigPath, o.Environ)
 	if err != nil {
 		return err
 	}
 	if len(ignored) > 0 {
 		log.Warn("ignoring KUBEBLADE_ environment variables that name no config key", "variables", ignored)
 	}
-	local := cfg
+	checked := local
 	if o.Kubernetes != nil {
 		// Hardware, gRPC and metrics settings take effect only at start,
 		// so read the assigned BladeConfig before opening anything.
-		cfg = bootstrapConfig(ctx, o, cfg)
+		checked = bootstrapConfig(ctx, o, local)
 	}
-	settings, err := config.Settings(cfg)
-	if err != nil {
-		return err
-	}
+	cfg, settings := checked.Config, checked.Settings
 	if err := os.MkdirAll(o.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
@@ -166,8 +166,8 @@ func Run(ctx context.Context, o Options) error {
 		srv, err := opsserver.Listen(opsserver.Options{
 			Address:  addr,
 			Gatherer: metrics.NewRegistry(a, extraMetrics...),
-			Live:     map[string]opsserver.Check{"agent-loop": loopAlive(a)},
-			Ready:    map[string]opsserver.Check{"agent-loop": loopAlive(a)},
+			Live:     liveChecks(a),
+			Ready:    readyChecks(a, d.Kube),
 			Logger:   log,
 		})
 		if err != nil {
@@ -214,6 +214,16 @@ loop:
 		case err := <-agentDone:
 			runErr = err
 			break loop
+		case <-ctx.Done():
+			// The agent's loop sees the same context and exits safely in
+			// milliseconds; one stuck in a hardware call never does.
+			select {
+			case err := <-agentDone:
+				runErr = err
+			case <-o.Clock.After(SafeExitTimeout):
+				runErr = stuckExit(hw.Backend, log)
+			}
+			break loop
 		case err := <-errc:
 			// A failed endpoint stops the process so a supervisor restarts
 			// it; the agent still exits safely first.
@@ -239,13 +249,29 @@ loop:
 	return runErr
 }
 
-func reload(ctx context.Context, o Options, a *agent.Agent, log *slog.Logger) {
-	cfg, _, err := config.Load(o.ConfigPath, o.Environ)
-	if err == nil {
-		var s core.Settings
-		if s, err = config.Settings(cfg); err == nil {
-			err = a.ApplySettings(ctx, s, configName(o.ConfigPath))
+// SafeExitTimeout bounds how long the process waits, once stopped, for the
+// agent's loop to leave the blade safe, before it does the essential part
+// itself and exits: a loop stuck in a hardware call (the liveness probe's
+// reason to stop it) would otherwise hold the process until SIGKILL.
+const SafeExitTimeout = 5 * time.Second
+
+// stuckExit turns the fan to full from outside the stuck loop, since a
+// blade nobody watches must not overheat, and reports the stuck loop.
+func stuckExit(hw hardware.Backend, log *slog.Logger) error {
+	err := fmt.Errorf("the agent loop did not exit within %s (stuck in a hardware call?)", SafeExitTimeout)
+	if hw.Capabilities().Has(hardware.CapFan) {
+		if ferr := hw.SetFanPercent(100); ferr != nil {
+			err = errors.Join(err, fmt.Errorf("fan to 100 %%: %w", ferr))
 		}
+	}
+	log.Error("exiting without the agent's safe exit; fan set to 100 % directly", "err", err)
+	return err
+}
+
+func reload(ctx context.Context, o Options, a *agent.Agent, log *slog.Logger) {
+	cfg, _, err := config.LoadChecked(o.ConfigPath, o.Environ)
+	if err == nil {
+		err = a.ApplySettings(ctx, cfg.Settings, configName(o.ConfigPath))
 	}
 	if err != nil {
 		// A bad edit keeps the running config: the blade stays protected.
@@ -262,13 +288,32 @@ func configName(path string) string {
 	return "file " + path
 }
 
-func loopAlive(a *agent.Agent) opsserver.Check {
-	return func() error {
+// liveChecks fail when the agent's loop has stopped ticking: the blade is
+// then unprotected and only a restart helps.
+func liveChecks(a *agent.Agent) map[string]opsserver.Check {
+	return map[string]opsserver.Check{"agent-loop": a.Stalled}
+}
+
+// readyChecks pass once the hardware backend is open and the loop runs,
+// the first config is applied (in Kubernetes mode: the assigned
+// BladeConfig, read from the API server), and while the loop ticks.
+func readyChecks(a *agent.Agent, kube KubeReporter) map[string]opsserver.Check {
+	checks := liveChecks(a)
+	checks["hardware"] = func() error {
 		if !a.Ready() {
-			return errors.New("hardware loop is not running")
+			return errors.New("the hardware loop is not running")
 		}
 		return nil
 	}
+	if kube != nil {
+		checks["config"] = func() error {
+			if !kube.ConfigApplied() {
+				return errors.New("no config from the cluster applied yet")
+			}
+			return nil
+		}
+	}
+	return checks
 }
 
 func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler) error {

@@ -11,8 +11,12 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kubeblade/kubeblade/internal/agent"
 	"github.com/kubeblade/kubeblade/internal/core"
 	"github.com/kubeblade/kubeblade/internal/hardware"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 type running struct {
@@ -23,7 +27,7 @@ type running struct {
 	cfg    string
 }
 
-func startDaemon(t *testing.T, yaml string) *running {
+func startDaemon(t *testing.T, yaml string, opts ...func(*Options)) *running {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "agent.yaml")
@@ -34,14 +38,16 @@ func startDaemon(t *testing.T, yaml string) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{cancel: cancel, errc: make(chan error, 1), reload: make(chan struct{}), cfg: cfg}
 	started := make(chan *Daemon, 1)
-	go func() {
-		r.errc <- Run(ctx, Options{
-			ConfigPath: cfg,
-			StateDir:   filepath.Join(dir, "state"),
-			Reload:     r.reload,
-			Started:    func(d *Daemon) { started <- d },
-		})
-	}()
+	o := Options{
+		ConfigPath: cfg,
+		StateDir:   filepath.Join(dir, "state"),
+		Reload:     r.reload,
+		Started:    func(d *Daemon) { started <- d },
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	go func() { r.errc <- Run(ctx, o) }()
 	select {
 	case r.d = <-started:
 	case err := <-r.errc:
@@ -51,6 +57,7 @@ func startDaemon(t *testing.T, yaml string) *running {
 	}
 	t.Cleanup(func() {
 		cancel()
+		_ = r.d.Simulated.Close() // releases a hung sensor read
 		<-r.d.Agent.Done()
 	})
 	return r
@@ -194,5 +201,47 @@ func TestDaemonRefusesSecondInstanceOnSameSocket(t *testing.T) {
 	err := Run(context.Background(), Options{ConfigPath: cfg, StateDir: dir})
 	if err == nil || !strings.Contains(err.Error(), "in use by another process") {
 		t.Fatalf("second instance: %v", err)
+	}
+}
+
+func TestDaemonStalledLoopFailsLivenessAndExits(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	r := startDaemon(t, "", func(o *Options) { o.Clock = clk })
+	web := &http.Client{Timeout: 10 * time.Second}
+	url := "http://" + r.d.MetricsAddr
+	testwait.Eventually(t, 30*time.Second, "the agent to be ready", func(context.Context) (bool, string) {
+		code, body := httpGet(t, web, url+"/readyz?verbose")
+		return code == 200, body
+	})
+	// A wedged sensor bus: the loop blocks in its next temperature read.
+	r.d.Simulated.SetSensorHang(true)
+	clk.Step(agent.DefaultSampleInterval)
+	clk.Step(agent.MinStallAfter)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if code, body := httpGet(t, web, url+path); code != http.StatusServiceUnavailable || !strings.Contains(body, "agent-loop failed: agent loop stalled") {
+			t.Errorf("GET %s with a stalled loop = %d %q, want 503 naming the stalled loop", path, code, body)
+		}
+	}
+	// Stopping it: the stuck loop cannot run the safe exit, so the process
+	// turns the fan to full itself and exits with an error.
+	if err := r.d.Simulated.SetFanPercent(30); err != nil {
+		t.Fatal(err)
+	}
+	r.cancel()
+	var runErr error
+	testwait.Eventually(t, 30*time.Second, "Run to give up on the stuck loop", func(context.Context) (bool, string) {
+		select {
+		case runErr = <-r.errc:
+			return true, ""
+		default:
+			clk.Step(time.Second) // the wait for the safe exit is on the fake clock
+			return false, "Run still waits"
+		}
+	})
+	if runErr == nil || !strings.Contains(runErr.Error(), "did not exit") {
+		t.Errorf("Run = %v, want the stuck loop reported", runErr)
+	}
+	if got := r.d.Simulated.State().FanPercent; got != 100 {
+		t.Errorf("fan after a stuck exit = %d %%, want 100", got)
 	}
 }

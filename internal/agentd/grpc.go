@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/kubeblade/kubeblade/internal/clientconfig"
 	"github.com/kubeblade/kubeblade/internal/grpcapi"
 	"github.com/kubeblade/kubeblade/internal/pki"
 	"github.com/kubeblade/kubeblade/internal/pki/standalone"
@@ -40,8 +41,12 @@ func startGRPC(o Options, d *Daemon, goServe func(string, func(context.Context) 
 		Port:       int(g.Remote.Port),
 		ServerHost: dialHost(g.Remote.BindAddress),
 		SocketPath: g.SocketPath,
-		Clock:      o.Clock,
-		Logger:     o.Logger,
+		// A ready bladectl config for the local admin.
+		ClientConfig: func(a standalone.Admin) ([]byte, error) {
+			return clientconfig.ForAdmin(a.Host, a.ServerHost, a.Port, a.SocketPath, a.CAPEM, a.Client.CertPEM, a.Client.KeyPEM)
+		},
+		Clock:  o.Clock,
+		Logger: o.Logger,
 	})
 	if err != nil {
 		return fmt.Errorf("gRPC certificates: %w", err)

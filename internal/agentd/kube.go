@@ -4,7 +4,6 @@ package agentd
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/agent"
 	"github.com/kubeblade/kubeblade/internal/config"
@@ -66,7 +64,7 @@ func (k *KubernetesOptions) restConfig() (*rest.Config, error) {
 // bootstrapConfig returns the agent config of the BladeConfig this Node is
 // assigned to, or local when there is none or the API server does not
 // answer soon: a blade must start protecting itself without the cluster.
-func bootstrapConfig(ctx context.Context, o Options, local agentconfigv1.AgentConfig) agentconfigv1.AgentConfig {
+func bootstrapConfig(ctx context.Context, o Options, local config.Checked) config.Checked {
 	log := o.Logger
 	rc, err := o.Kubernetes.restConfig()
 	if err != nil {
@@ -94,13 +92,10 @@ func bootstrapConfig(ctx context.Context, o Options, local agentconfigv1.AgentCo
 		log.Warn("could not read the assigned BladeConfig; starting with the local config", "bladeConfig", name, "err", err)
 		return local
 	}
-	raw, err := json.Marshal(bc.Spec.Agent)
+	cfg, err := config.FromSpec(bc.Spec.Agent, o.Environ)
 	if err == nil {
-		var cfg agentconfigv1.AgentConfig
-		if cfg, err = config.ParseEnv(raw, o.Environ); err == nil {
-			log.Info("starting with the assigned BladeConfig", "bladeConfig", name, "generation", bc.Generation)
-			return cfg
-		}
+		log.Info("starting with the assigned BladeConfig", "bladeConfig", name, "generation", bc.Generation)
+		return cfg
 	}
 	log.Error("the assigned BladeConfig is invalid; starting with the local config", "bladeConfig", name, "err", err)
 	return local
@@ -109,7 +104,7 @@ func bootstrapConfig(ctx context.Context, o Options, local agentconfigv1.AgentCo
 // bootstrapTimeout bounds how long start-up waits for the API server.
 const bootstrapTimeout = 10 * time.Second
 
-func newKubeReporter(o Options, a *agent.Agent, cfg agentconfigv1.AgentConfig) (KubeReporter, prometheus.Collector, error) {
+func newKubeReporter(o Options, a *agent.Agent, cfg config.Checked) (KubeReporter, prometheus.Collector, error) {
 	k := o.Kubernetes
 	if k.NodeName == "" {
 		return nil, nil, errors.New("kubernetes mode needs the node name: set NODE_NAME (the DaemonSet does, from spec.nodeName) or --node-name")

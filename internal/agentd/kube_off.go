@@ -9,8 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/agent"
+	"github.com/kubeblade/kubeblade/internal/config"
 	"github.com/kubeblade/kubeblade/internal/grpcapi"
 )
 
@@ -26,11 +26,11 @@ type KubernetesOptions struct {
 
 var errNoKube = errors.New("this kubeblade-agent was built without Kubernetes support (-tags nokube); use the full build for --kubernetes")
 
-func bootstrapConfig(_ context.Context, _ Options, local agentconfigv1.AgentConfig) agentconfigv1.AgentConfig {
+func bootstrapConfig(_ context.Context, _ Options, local config.Checked) config.Checked {
 	return local
 }
 
-func newKubeReporter(Options, *agent.Agent, agentconfigv1.AgentConfig) (KubeReporter, prometheus.Collector, error) {
+func newKubeReporter(Options, *agent.Agent, config.Checked) (KubeReporter, prometheus.Collector, error) {
 	return nil, nil, errNoKube
 }
 

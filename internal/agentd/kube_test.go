@@ -4,6 +4,7 @@ package agentd
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/testenv"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 var env *testenv.Env
@@ -26,6 +28,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestKubernetesModeStartsWithTheAssignedBladeConfig(t *testing.T) {
+	testenv.Need(t)
 	ctx := context.Background()
 	s := runtime.NewScheme()
 	_ = corev1.AddToScheme(s)
@@ -86,16 +89,11 @@ func TestKubernetesModeStartsWithTheAssignedBladeConfig(t *testing.T) {
 	if got := d.Agent.Status().Settings.CriticalCelsius; got != 70 {
 		t.Fatalf("agent threshold = %v, want 70", got)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testwait.Eventually(t, 30*time.Second, "the Blade to report the BladeConfig", func(ctx context.Context) (bool, string) {
 		bl := &v1alpha1.Blade{}
-		err := c.Get(ctx, client.ObjectKey{Name: "boot-blade"}, bl)
-		if err == nil && bl.Status.Config != nil && bl.Status.Config.Name == "boot" {
-			break
+		if err := c.Get(ctx, client.ObjectKey{Name: "boot-blade"}, bl); err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Blade never reported the BladeConfig: %v %+v", err, bl.Status.Config)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return bl.Status.Config != nil && bl.Status.Config.Name == "boot", fmt.Sprintf("%+v", bl.Status.Config)
+	})
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kubeblade/kubeblade/internal/atomicfile"
 	"github.com/kubeblade/kubeblade/internal/clientconfig"
 	"github.com/kubeblade/kubeblade/internal/migrate"
 )
@@ -277,7 +278,7 @@ without its certificates: if they cannot be read, the export fails.`,
 			if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 				return err
 			}
-			if err := clientconfig.WriteFileAtomic(file, out, 0o600); err != nil {
+			if err := atomicfile.Write(file, out, 0o600); err != nil {
 				return err
 			}
 			fmt.Fprintf(o.env.Stderr, "wrote %s\n", file)

@@ -238,7 +238,8 @@ func (o *options) newKubeConn() (*kubeConn, error) {
 		rules.Precedence = []string{filepath.Join(home, clientcmd.RecommendedHomeDir, clientcmd.RecommendedFileName)}
 	}
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: o.kube.context}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+	cfg, err := loader.ClientConfig()
 	if err != nil {
 		if clientcmd.IsEmptyConfig(err) {
 			return nil, errors.New("no Kubernetes configuration: use --kubeconfig, set KUBECONFIG, or create ~/.kube/config")
@@ -255,7 +256,11 @@ func (o *options) newKubeConn() (*kubeConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("Kubernetes client for %s: %v", cfg.Host, err)
 	}
-	return &kubeConn{c: c, host: cfg.Host, timeout: o.timeout, stderr: stderr}, nil
+	context := o.kube.context
+	if raw, err := loader.RawConfig(); err == nil && context == "" {
+		context = raw.CurrentContext
+	}
+	return &kubeConn{c: c, host: cfg.Host, timeout: o.timeout, stderr: stderr, cfg: cfg, context: context}, nil
 }
 
 // lockedWriter serialises writes from concurrent per-node goroutines.
@@ -277,6 +282,10 @@ type kubeConn struct {
 	host    string
 	timeout time.Duration
 	stderr  io.Writer
+	// cfg and context (the kubeconfig context's name, if any) are for
+	// commands that make their own clients, like dashboard.
+	cfg     *rest.Config
+	context string
 }
 
 func (k *kubeConn) Connect(node string) (bladeClient, error) {

@@ -19,7 +19,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -28,6 +27,8 @@ import (
 
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/testenv"
+	"github.com/kubeblade/kubeblade/internal/testreq"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 // The Kubernetes-mode tests share one control plane, started by the first
@@ -65,8 +66,8 @@ func newKube(t *testing.T) *kube {
 	t.Helper()
 	s := &kubeSuite
 	s.once.Do(func() { s.err = startKubeSuite() })
-	if errors.Is(s.err, testenv.ErrNoAssets) && os.Getenv(testenv.RequireEnv) != "1" {
-		t.Skip(s.err)
+	if errors.Is(s.err, testenv.ErrNoAssets) {
+		testreq.Unavailable(t, "envtest: %v", s.err) // skip, or fail under make test
 	}
 	if s.err != nil {
 		t.Fatal(s.err)
@@ -204,16 +205,13 @@ func (k *kube) annotate(t *testing.T, node, key string, value *string) {
 // waitAnnotation polls the Node until the annotation has the value.
 func (k *kube) waitAnnotation(t *testing.T, node, key, value string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(testCtx(t), 20*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+	testwait.Eventually(t, 20*time.Second, fmt.Sprintf("annotation %s on %s to become %q", key, node, value), func(ctx context.Context) (bool, string) {
 		n := &corev1.Node{}
 		if err := k.admin.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
-			return false, err
+			return false, err.Error()
 		}
-		return n.Annotations[key] == value, nil
+		return n.Annotations[key] == value, fmt.Sprintf("%q", n.Annotations[key])
 	})
-	if err != nil {
-		t.Fatalf("annotation %s on %s never became %q: %v", key, node, value, err)
-	}
 }
 
 func healthy() v1alpha1.BladeStatus {

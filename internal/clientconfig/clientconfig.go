@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -18,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubeblade/kubeblade/internal/atomicfile"
 	"github.com/kubeblade/kubeblade/internal/pki"
 )
 
@@ -139,7 +142,7 @@ func Save(path string, cfg *Config) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	return WriteFileAtomic(path, b, 0o600)
+	return atomicfile.Write(path, b, 0o600)
 }
 
 // Marshal encodes cfg as YAML, setting its apiVersion and kind.
@@ -148,27 +151,30 @@ func Marshal(cfg *Config) ([]byte, error) {
 	return yaml.Marshal(cfg)
 }
 
-// WriteFileAtomic writes data to a temporary file beside path and renames
-// it into place, so a crash never leaves a half-written file.
+// WriteFileAtomic writes data to path atomically.
+//
+// Deprecated: use atomicfile.Write; this forwards to it until every caller moved.
 func WriteFileAtomic(path string, data []byte, mode fs.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
+	return atomicfile.Write(path, data, mode)
+}
+
+// ForAdmin is the file an agent writes for its local admin: the blade,
+// named host, over mutual TLS at serverHost:port with the credentials
+// inline, so the admin can copy the one file to a workstation, and, with a
+// socket path, "<host>-local" over the unix socket.
+func ForAdmin(host, serverHost string, port int, socketPath string, caPEM, certPEM, keyPEM []byte) ([]byte, error) {
+	b64 := base64.StdEncoding.EncodeToString
+	cfg := &Config{CurrentBlade: host}
+	cfg.Set(host, Blade{
+		Server:                   net.JoinHostPort(serverHost, strconv.Itoa(port)),
+		CertificateAuthorityData: b64(caPEM),
+		ClientCertificateData:    b64(certPEM),
+		ClientKeyData:            b64(keyPEM),
+	})
+	if socketPath != "" {
+		cfg.Set(host+"-local", Blade{Server: "unix://" + socketPath})
 	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return Marshal(cfg)
 }
 
 // Lookup returns the named blade.

@@ -91,8 +91,22 @@ func Default() agentconfigv1.AgentConfig {
 // pod in a namespace with a Service called kubeblade, and that must not stop
 // a blade's fan control. The caller logs them, so a typo is still visible.
 func Load(path string, environ []string) (cfg agentconfigv1.AgentConfig, ignored []string, err error) {
-	cfg, ignored, err = load(path, environ)
-	return cfg, ignored, err
+	c, ignored, err := LoadChecked(path, environ)
+	return c.Config, ignored, err
+}
+
+// LoadChecked is Load that also returns the settings the config makes,
+// validated once: what the agent runs from its file.
+func LoadChecked(path string, environ []string) (Checked, []string, error) {
+	cfg, ignored, err := load(path, environ)
+	if err != nil {
+		return Checked{}, nil, err
+	}
+	c, err := Check(cfg)
+	if err != nil {
+		return Checked{}, nil, err
+	}
+	return c, ignored, nil
 }
 
 func load(path string, environ []string) (agentconfigv1.AgentConfig, []string, error) {
@@ -124,9 +138,6 @@ func load(path string, environ []string) (agentconfigv1.AgentConfig, []string, e
 		}
 		return agentconfigv1.AgentConfig{}, nil, fmt.Errorf("%s: %w", where, err)
 	}
-	if err := Validate(cfg); err != nil {
-		return agentconfigv1.AgentConfig{}, nil, err
-	}
 	return cfg, ignored, nil
 }
 
@@ -140,6 +151,31 @@ func Parse(raw []byte) (agentconfigv1.AgentConfig, error) {
 // as they are over the config file: a host's own overrides (a socket path,
 // a GPIO line) win over the BladeConfig shared by many blades.
 func ParseEnv(raw []byte, environ []string) (agentconfigv1.AgentConfig, error) {
+	cfg, err := parseEnv(raw, environ)
+	if err != nil {
+		return agentconfigv1.AgentConfig{}, err
+	}
+	return cfg, Validate(cfg)
+}
+
+// FromSpec is the one step from a BladeConfig's spec.agent to what an
+// agent runs, for the agent's start-up and for every later generation
+// alike: the spec over the defaults, the host's KUBEBLADE_* variables over
+// the spec (see ParseEnv), validated once, and the settings it makes.
+func FromSpec(spec agentconfigv1.AgentConfig, environ []string) (Checked, error) {
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return Checked{}, err
+	}
+	cfg, err := parseEnv(raw, environ)
+	if err != nil {
+		return Checked{}, err
+	}
+	return Check(cfg)
+}
+
+// parseEnv is ParseEnv without the validation.
+func parseEnv(raw []byte, environ []string) (agentconfigv1.AgentConfig, error) {
 	doc := map[string]any{}
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
 		return agentconfigv1.AgentConfig{}, err
@@ -150,11 +186,7 @@ func ParseEnv(raw []byte, environ []string) (agentconfigv1.AgentConfig, error) {
 	if _, err := applyEnv(doc, environ); err != nil {
 		return agentconfigv1.AgentConfig{}, err
 	}
-	cfg, err := decode(doc)
-	if err != nil {
-		return agentconfigv1.AgentConfig{}, err
-	}
-	return cfg, Validate(cfg)
+	return decode(doc)
 }
 
 // decode lays doc over the defaults, refusing unknown keys.
@@ -316,8 +348,8 @@ func Validate(cfg agentconfigv1.AgentConfig) error {
 	if cfg.CriticalCelsius < 30 || cfg.CriticalCelsius > 110 {
 		add("criticalCelsius: %d is outside 30–110", cfg.CriticalCelsius)
 	}
-	if cfg.HysteresisCelsius < 0 || cfg.HysteresisCelsius > 50 {
-		add("hysteresisCelsius: %d is outside 0–50", cfg.HysteresisCelsius)
+	if cfg.HysteresisCelsius < 1 || cfg.HysteresisCelsius > 50 {
+		add("hysteresisCelsius: %d is outside 1–50 (below 1 critical mode could flap)", cfg.HysteresisCelsius)
 	}
 	if p := cfg.FanPeerLostPercent; p != nil && (*p < 0 || *p > 100) {
 		add("fanPeerLostPercent: %d is outside 0–100", *p)
@@ -387,11 +419,36 @@ func ValidateBindAddress(s string) error {
 	return nil
 }
 
-// Settings turns a validated config into the agent core's settings.
-func Settings(cfg agentconfigv1.AgentConfig) (core.Settings, error) {
+// Checked is an agent config that passed Validate and the agent core's
+// settings it makes. Only this package builds one (Check, LoadChecked,
+// FromSpec), so whoever holds it need not validate again. Change nothing
+// in Config: Settings were derived from it.
+type Checked struct {
+	Config   agentconfigv1.AgentConfig
+	Settings core.Settings
+}
+
+// Check validates cfg and derives the agent core's settings from it.
+func Check(cfg agentconfigv1.AgentConfig) (Checked, error) {
 	if err := Validate(cfg); err != nil {
-		return core.Settings{}, err
+		return Checked{}, err
 	}
+	s, err := settings(cfg)
+	if err != nil {
+		return Checked{}, err
+	}
+	return Checked{Config: cfg, Settings: s}, nil
+}
+
+// Settings validates cfg and returns the agent core's settings; Check
+// returns both.
+func Settings(cfg agentconfigv1.AgentConfig) (core.Settings, error) {
+	c, err := Check(cfg)
+	return c.Settings, err
+}
+
+// settings turns a valid config into the agent core's settings.
+func settings(cfg agentconfigv1.AgentConfig) (core.Settings, error) {
 	steps := make([]fancurve.Step, len(cfg.FanCurve))
 	for i, s := range cfg.FanCurve {
 		steps[i] = fancurve.Step{TemperatureCelsius: float64(s.TemperatureCelsius), Percent: uint8(s.Percent)}
@@ -400,7 +457,7 @@ func Settings(cfg agentconfigv1.AgentConfig) (core.Settings, error) {
 	if err != nil {
 		return core.Settings{}, fmt.Errorf("fanCurve: %w", err)
 	}
-	// Colours were validated above.
+	// Colours were validated by Check.
 	idle, _ := hardware.ParseColor(cfg.LEDs.IdleColor)
 	ident, _ := hardware.ParseColor(cfg.LEDs.IdentifyColor)
 	crit, _ := hardware.ParseColor(cfg.LEDs.CriticalColor)

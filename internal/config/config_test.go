@@ -132,6 +132,8 @@ func TestLoadRejects(t *testing.T) {
 			"hysteresisCelsius: 40 must be below criticalCelsius 40"},
 		"hysteresis above critical": {"criticalCelsius: 30\nhysteresisCelsius: 45", nil,
 			"hysteresisCelsius: 45 must be below criticalCelsius 30"},
+		"no hysteresis": {"hysteresisCelsius: 0", nil,
+			"hysteresisCelsius: 0 is outside 1–50 (below 1 critical mode could flap)"},
 		"critical out of range": {"criticalCelsius: 150", nil, "criticalCelsius: 150 is outside 30–110"},
 		"unknown top-level key": {"criticalCelsus: 60", nil, `unknown field "criticalCelsus"`},
 		"unknown nested key":    {"leds:\n  idle: \"#000000\"", nil, `unknown field "idle"`},

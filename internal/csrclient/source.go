@@ -19,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
-	"github.com/kubeblade/kubeblade/internal/clientconfig"
+	"github.com/kubeblade/kubeblade/internal/atomicfile"
 	"github.com/kubeblade/kubeblade/internal/pki"
 )
 
@@ -188,7 +188,7 @@ func (s *Source) Ensure(ctx context.Context) error {
 			data []byte
 			mode fs.FileMode
 		}{{ServingKey, iss.KeyPEM, 0o600}, {ServingCert, iss.CertPEM, 0o644}, {CABundle, iss.CAPEM, 0o644}} {
-			if err := clientconfig.WriteFileAtomic(filepath.Join(s.o.Dir, f.name), f.data, f.mode); err != nil {
+			if err := atomicfile.Write(filepath.Join(s.o.Dir, f.name), f.data, f.mode); err != nil {
 				return err
 			}
 		}

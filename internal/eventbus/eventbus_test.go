@@ -3,6 +3,7 @@ package eventbus
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -70,24 +71,65 @@ func TestCloseUnsubscribesAndIsIdempotent(t *testing.T) {
 	b.Publish(1) // must not panic on a closed subscriber
 }
 
+// Readers that keep up only partly still see every event exactly once,
+// received or counted as dropped, in publishing order, and Publish never
+// waits for them.
 func TestPublishNeverBlocksWithConcurrentReaders(t *testing.T) {
+	const n = 10000
 	b := New[int]()
 	var wg sync.WaitGroup
 	subs := make([]*Subscription[int], 4)
+	got := make([][]int, len(subs))
 	for i := range subs {
 		subs[i] = b.Subscribe(1)
 		wg.Add(1)
-		go func(s *Subscription[int]) {
+		go func() {
 			defer wg.Done()
-			for range s.C() {
+			for v := range subs[i].C() {
+				got[i] = append(got[i], v)
 			}
-		}(subs[i])
+		}()
 	}
-	for i := 0; i < 10000; i++ {
-		b.Publish(i)
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		for i := range n {
+			b.Publish(i)
+		}
+	}()
+	select {
+	case <-published:
+	case <-time.After(time.Minute): // only bounds a broken run
+		t.Fatal("Publish blocked on its subscribers")
 	}
 	for _, s := range subs {
 		s.Close()
 	}
 	wg.Wait()
+	var dropped uint64
+	for i, s := range subs {
+		if len(got[i]) == 0 || !strictlyIncreasing(got[i]) {
+			t.Errorf("subscriber %d got %d events, not strictly in publishing order", i, len(got[i]))
+			continue
+		}
+		if total := uint64(len(got[i])) + s.Dropped(); total != n {
+			t.Errorf("subscriber %d: %d received + %d dropped = %d, want %d", i, len(got[i]), s.Dropped(), total, n)
+		}
+		if last := got[i][len(got[i])-1]; last != n-1 {
+			t.Errorf("subscriber %d: last event %d, want the newest (%d)", i, last, n-1)
+		}
+		dropped += s.Dropped()
+	}
+	if b.Dropped() != dropped {
+		t.Errorf("bus.Dropped() = %d, want the subscribers' sum %d", b.Dropped(), dropped)
+	}
+}
+
+func strictlyIncreasing(v []int) bool {
+	for i := 1; i < len(v); i++ {
+		if v[i] <= v[i-1] {
+			return false
+		}
+	}
+	return true
 }

@@ -2,6 +2,7 @@ package fakekubelet
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -9,11 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubeblade/kubeblade/internal/testenv"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 var cs kubernetes.Interface
@@ -24,14 +25,11 @@ func TestMain(m *testing.M) {
 	}))
 }
 
-func poll(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, cond); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-}
+// waitTimeout bounds each wait for the API server or the fake kubelet.
+const waitTimeout = 20 * time.Second
 
 func TestNodesPodsAndDeletion(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	ready := make(chan struct{})
@@ -65,20 +63,21 @@ func TestNodesPodsAndDeletion(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := ready0(t, n)
-	poll(t, "heartbeat renews Ready and the Lease", func(ctx context.Context) (bool, error) {
+	testwait.Eventually(t, waitTimeout, "heartbeat renews Ready and the Lease", func(ctx context.Context) (bool, string) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, "fk-1", metav1.GetOptions{})
 		if err != nil {
-			return false, err
+			return false, err.Error()
 		}
 		l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "fk-1", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return false, nil
+		if err != nil {
+			return false, "lease: " + err.Error()
 		}
 		hot := false
 		for _, c := range n.Status.Conditions {
 			hot = hot || (c.Type == "BladeThermalCritical" && c.Status == corev1.ConditionTrue)
 		}
-		return err == nil && hot && ready0(t, n).LastHeartbeatTime.After(first.LastHeartbeatTime.Time) && l.Spec.RenewTime != nil, err
+		return hot && ready0(t, n).LastHeartbeatTime.After(first.LastHeartbeatTime.Time) && l.Spec.RenewTime != nil,
+			fmt.Sprintf("agent's condition kept: %v, Ready %+v, lease renewed %v", hot, ready0(t, n), l.Spec.RenewTime)
 	})
 
 	pod := &corev1.Pod{
@@ -89,17 +88,20 @@ func TestNodesPodsAndDeletion(t *testing.T) {
 	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "pod running and ready", func(ctx context.Context) (bool, error) {
+	testwait.Eventually(t, waitTimeout, "pod running and ready", func(ctx context.Context) (bool, string) {
 		p, err := cs.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{})
-		return err == nil && running(p), err
+		if err != nil {
+			return false, err.Error()
+		}
+		return running(p), fmt.Sprintf("%+v", p.Status)
 	})
 	// A graceful delete only marks the pod; the kubelet finishes it.
 	if err := cs.CoreV1().Pods("default").Delete(ctx, "p", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "terminating pod removed", func(ctx context.Context) (bool, error) {
+	testwait.Eventually(t, waitTimeout, "terminating pod removed", func(ctx context.Context) (bool, string) {
 		_, err := cs.CoreV1().Pods("default").Get(ctx, "p", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/core"
 	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 func reportPercentiles(b *testing.B, d []time.Duration) {
@@ -33,7 +34,7 @@ func reportPercentiles(b *testing.B, d []time.Duration) {
 // annotation write to the simulated fan changing duty.
 func BenchmarkAnnotationToHardware(b *testing.B) {
 	bl := startBlade(b, fmt.Sprintf("bench-ann-%d", b.N))
-	eventually(b, "started", func() (bool, string) { return bl.rep.Stats().Events.Sent >= 1, "" })
+	testwait.Eventually(b, waitTimeout, "started", func(context.Context) (bool, string) { return bl.rep.Stats().Events.Sent >= 1, "" })
 	sub := bl.agent.Subscribe(256)
 	defer sub.Close()
 	var lat []time.Duration
@@ -54,13 +55,13 @@ func BenchmarkAnnotationToHardware(b *testing.B) {
 // ButtonPressed Event being stored by the API server. Each iteration uses a
 // fresh blade: client-go folds repeats of an Event into a series.
 func BenchmarkButtonToStoredEvent(b *testing.B) {
-	cs := kubernetes.NewForConfigOrDie(env.Config)
+	cs := kubernetes.NewForConfigOrDie(need(b).env.Config)
 	var lat []time.Duration
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		node := fmt.Sprintf("bench-btn-%d-%d", b.N, i)
 		bl := startBlade(b, node)
-		eventually(b, "started", func() (bool, string) { return bl.rep.Stats().Events.Sent >= 1, "" })
+		testwait.Eventually(b, waitTimeout, "started", func(context.Context) (bool, string) { return bl.rep.Stats().Events.Sent >= 1, "" })
 		w, err := cs.EventsV1().Events("default").Watch(context.Background(), metav1.ListOptions{
 			FieldSelector: "regarding.name=" + node + ",reason=ButtonPressed",
 		})
@@ -93,7 +94,7 @@ func BenchmarkWritesPerHour(b *testing.B) {
 			so.TimeConstant = time.Nanosecond // always at equilibrium: a constant temperature
 			ro.Clock, ro.Heartbeat, ro.MinInterval = clk, DefaultHeartbeat, DefaultMinInterval
 		})
-		eventually(b, "settled", func() (bool, string) {
+		testwait.Eventually(b, waitTimeout, "settled", func(context.Context) (bool, string) {
 			s := bl.rep.Stats()
 			bs, err := bl.getBlade()
 			return err == nil && bs.Status.Fan.Mode == string(core.FanModeAuto) && s.Events.Sent >= 1 && s.Events.Pending == 0, ""
@@ -102,7 +103,7 @@ func BenchmarkWritesPerHour(b *testing.B) {
 		for m := 0; m < 60; m++ {
 			clk.Step(time.Minute)
 			// The reporter re-arms its timer once it has handled the tick.
-			eventually(b, "reporter idle", func() (bool, string) { return clk.HasWaiters(), "" })
+			testwait.Eventually(b, waitTimeout, "reporter idle", func(context.Context) (bool, string) { return clk.HasWaiters(), "" })
 		}
 		b.ReportMetric(float64(bl.rep.Stats().Writes-before), "writes/hour")
 		b.ReportMetric(0, "ns/op")

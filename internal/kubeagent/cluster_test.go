@@ -154,8 +154,12 @@ func TestFanPeerMissingAndInvalid(t *testing.T) {
 // known peer demand ages out and the lost-peer floor applies on the
 // hardware, without any help from the cluster.
 func TestFanPeerAgesOutWithTheClusterDown(t *testing.T) {
-	a := startBlade(t, "down-a", withHeartbeat(2*time.Second))
-	b := startBlade(t, "down-b", withHeartbeat(2*time.Second))
+	// The outage suite's own API server: no other test sees it stop.
+	outageSuite.Need(t)
+	c := &outage
+	env := c.env
+	a := startBladeOn(t, c, "down-a", withHeartbeat(2*time.Second))
+	b := startBladeOn(t, c, "down-b", withHeartbeat(2*time.Second))
 	a.annotate(map[string]*string{v1alpha1.AnnotationFanPeer: ptr("down-b")})
 	b.annotate(map[string]*string{v1alpha1.AnnotationFanSpeed: ptr("30")})
 	testwait.Eventually(t, wait, "synced", func(context.Context) (bool, string) {
@@ -194,7 +198,7 @@ func markReady(t *testing.T, node string, ready bool) {
 	patch := client.RawPatch("application/strategic-merge-patch+json", mustJSON(map[string]any{"status": map[string]any{
 		"conditions": []any{map[string]any{"type": "Ready", "status": status, "reason": "Test", "lastHeartbeatTime": metav1.Now(), "lastTransitionTime": metav1.Now()}},
 	}}))
-	if err := k8s.Status().Patch(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, patch); err != nil {
+	if err := need(t).k8s.Status().Patch(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, patch); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -230,7 +234,7 @@ func TestNodeStateOnTheLEDs(t *testing.T) {
 		patch := client.RawPatch("application/merge-patch+json", mustJSON(map[string]any{
 			"metadata": map[string]any{"annotations": ann}, "spec": map[string]any{"unschedulable": on},
 		}))
-		if err := k8s.Patch(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "leds"}}, patch); err != nil {
+		if err := b.c.k8s.Patch(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "leds"}}, patch); err != nil {
 			t.Fatal(err)
 		}
 	}

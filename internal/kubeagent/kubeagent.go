@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
-	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/agent"
 	"github.com/kubeblade/kubeblade/internal/annotations"
@@ -48,7 +47,7 @@ type Options struct {
 	Agent    *agent.Agent
 	// Local is the agent's own (file/env) config, used while the Node is
 	// assigned to no BladeConfig.
-	Local agentconfigv1.AgentConfig
+	Local config.Checked
 	// Environ holds KUBEBLADE_* overrides, laid over every BladeConfig as
 	// over the config file.
 	Environ []string
@@ -86,6 +85,8 @@ type Reporter struct {
 	writes   atomic.Uint64
 	requests atomic.Uint64
 	failing  atomic.Bool
+	// configApplied is set once the first config has been applied.
+	configApplied atomic.Bool
 
 	// Loop state, touched only by Run's goroutine.
 	node       *corev1.Node
@@ -131,7 +132,7 @@ func New(o Options) (*Reporter, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	r := &Reporter{o: o, log: o.Logger.With("node", o.NodeName), clk: o.Clock,
-		seen: map[string]string{}, reported: map[string]string{}, taint: o.Local.TaintOnCritical}
+		seen: map[string]string{}, reported: map[string]string{}, taint: o.Local.Config.TaintOnCritical}
 	cfg := rest.CopyConfig(o.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, r} })
 	if cfg.UserAgent == "" {
@@ -256,11 +257,7 @@ func (r *Reporter) onConfig(ctx context.Context) {
 		return
 	}
 	key := fmt.Sprintf("%s/%d", bc.Name, bc.Generation)
-	raw, err := json.Marshal(bc.Spec.Agent)
-	var cfg agentconfigv1.AgentConfig
-	if err == nil {
-		cfg, err = config.ParseEnv(raw, r.o.Environ)
-	}
+	cfg, err := config.FromSpec(bc.Spec.Agent, r.o.Environ)
 	if err != nil {
 		if r.badConfig != key {
 			r.badConfig = key
@@ -273,23 +270,24 @@ func (r *Reporter) onConfig(ctx context.Context) {
 	r.apply(ctx, cfg, &v1alpha1.AppliedConfig{Name: bc.Name, Generation: bc.Generation})
 }
 
-func (r *Reporter) apply(ctx context.Context, cfg agentconfigv1.AgentConfig, applied *v1alpha1.AppliedConfig) {
-	s, err := config.Settings(cfg)
-	if err != nil {
-		r.log.Error("config refused", "err", err)
-		return
-	}
+func (r *Reporter) apply(ctx context.Context, cfg config.Checked, applied *v1alpha1.AppliedConfig) {
 	name := "local config"
 	if applied != nil {
 		name = fmt.Sprintf("BladeConfig %s generation %d", applied.Name, applied.Generation)
 	}
-	if err := r.o.Agent.ApplySettings(ctx, s, name); err != nil {
+	if err := r.o.Agent.ApplySettings(ctx, cfg.Settings, name); err != nil {
 		r.log.Error("applying config", "err", err)
 		return
 	}
 	r.applied = applied
-	r.taint = cfg.TaintOnCritical
+	r.taint = cfg.Config.TaintOnCritical
+	r.configApplied.Store(true)
 }
+
+// ConfigApplied reports whether a config has been applied since Run
+// started: the assigned BladeConfig, or the local config when the Node is
+// assigned none. The agent is ready only then.
+func (r *Reporter) ConfigApplied() bool { return r.configApplied.Load() }
 
 var annotationKeys = []string{v1alpha1.AnnotationIdentify, v1alpha1.AnnotationStealth, v1alpha1.AnnotationFanSpeed,
 	v1alpha1.AnnotationFanPeer, v1alpha1.AnnotationMaintenance}

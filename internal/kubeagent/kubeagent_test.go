@@ -18,22 +18,23 @@ import (
 	"github.com/kubeblade/kubeblade/internal/core"
 	"github.com/kubeblade/kubeblade/internal/hardware"
 	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 func TestAnnotationsDriveTheHardware(t *testing.T) {
 	b := startBlade(t, "ann-hw")
 	b.annotate(map[string]*string{v1alpha1.AnnotationIdentify: ptr("true")})
-	eventually(t, "identify from the annotation", func() (bool, string) {
+	testwait.Eventually(t, waitTimeout, "identify from the annotation", func(context.Context) (bool, string) {
 		st := b.agent.Status()
 		return st.Identify && st.LEDs[hardware.LEDEdge].Pattern == core.PatternBlink, fmt.Sprint(st.Identify)
 	})
 	b.annotate(map[string]*string{v1alpha1.AnnotationStealth: ptr("true"), v1alpha1.AnnotationFanSpeed: ptr("70")})
-	eventually(t, "stealth output and a 70 % fan on the hardware", func() (bool, string) {
+	testwait.Eventually(t, waitTimeout, "stealth output and a 70 % fan on the hardware", func(context.Context) (bool, string) {
 		s := b.blade.State()
 		return s.Stealth && s.FanPercent == 70, fmt.Sprintf("%+v", s)
 	})
 	b.annotate(map[string]*string{v1alpha1.AnnotationFanSpeed: ptr("auto"), v1alpha1.AnnotationStealth: nil, v1alpha1.AnnotationIdentify: ptr("false")})
-	eventually(t, "back to the curve, stealth from config, identify off", func() (bool, string) {
+	testwait.Eventually(t, waitTimeout, "back to the curve, stealth from config, identify off", func(context.Context) (bool, string) {
 		st := b.agent.Status()
 		return st.FanMode == core.FanModeAuto && !st.Stealth && !st.Identify && st.StealthOverride == nil, fmt.Sprintf("%+v", st.Status)
 	})
@@ -45,7 +46,7 @@ func TestAnnotationsDriveTheHardware(t *testing.T) {
 func TestInvalidAnnotationChangesNothingAndWarnsOncePerValue(t *testing.T) {
 	b := startBlade(t, "ann-bad")
 	b.annotate(map[string]*string{v1alpha1.AnnotationFanSpeed: ptr("55")})
-	eventually(t, "fan 55", func() (bool, string) { return b.blade.State().FanPercent == 55, "" })
+	testwait.Eventually(t, waitTimeout, "fan 55", func(context.Context) (bool, string) { return b.blade.State().FanPercent == 55, "" })
 
 	b.annotate(map[string]*string{v1alpha1.AnnotationFanSpeed: ptr("fast")})
 	ev := b.waitEvent("InvalidAnnotation")
@@ -54,9 +55,9 @@ func TestInvalidAnnotationChangesNothingAndWarnsOncePerValue(t *testing.T) {
 	}
 	// Another annotation changes; the bad value stays: no second warning.
 	b.annotate(map[string]*string{v1alpha1.AnnotationStealth: ptr("true")})
-	eventually(t, "stealth applied", func() (bool, string) { return b.blade.State().Stealth, "" })
+	testwait.Eventually(t, waitTimeout, "stealth applied", func(context.Context) (bool, string) { return b.blade.State().Stealth, "" })
 	b.annotate(map[string]*string{v1alpha1.AnnotationIdentify: ptr("maybe")})
-	eventually(t, "a warning for the second bad value", func() (bool, string) {
+	testwait.Eventually(t, waitTimeout, "a warning for the second bad value", func(context.Context) (bool, string) {
 		n := 0
 		for _, e := range b.events("InvalidAnnotation") {
 			if strings.Contains(e.Note, "maybe") {
@@ -66,7 +67,7 @@ func TestInvalidAnnotationChangesNothingAndWarnsOncePerValue(t *testing.T) {
 		return n == 1, fmt.Sprint(n)
 	})
 	b.annotate(map[string]*string{v1alpha1.AnnotationStealth: ptr("")})
-	eventually(t, "a warning for an empty value", func() (bool, string) {
+	testwait.Eventually(t, waitTimeout, "a warning for an empty value", func(context.Context) (bool, string) {
 		for _, e := range b.events("InvalidAnnotation") {
 			if strings.Contains(e.Note, `kubeblade.io/stealth=""`) {
 				return true, ""
@@ -108,9 +109,9 @@ func TestButtonPressBecomesAnEventOnTheNode(t *testing.T) {
 func TestButtonConfirmationRemovesTheIdentifyAnnotation(t *testing.T) {
 	b := startBlade(t, "confirm")
 	b.annotate(map[string]*string{v1alpha1.AnnotationIdentify: ptr("true")})
-	eventually(t, "identify on", func() (bool, string) { return b.agent.Status().Identify, "" })
+	testwait.Eventually(t, waitTimeout, "identify on", func(context.Context) (bool, string) { return b.agent.Status().Identify, "" })
 	b.blade.PressButton()
-	eventually(t, "annotation removed", func() (bool, string) {
+	testwait.Eventually(t, waitTimeout, "annotation removed", func(context.Context) (bool, string) {
 		v, has := b.getNode().Annotations[v1alpha1.AnnotationIdentify]
 		return !has, v
 	})
@@ -121,12 +122,12 @@ func TestButtonConfirmationRemovesTheIdentifyAnnotation(t *testing.T) {
 
 func TestOverheatConditionTaintEventsAndBack(t *testing.T) {
 	b := startBlade(t, "hot", withLocal(func(c *agentconfigv1.AgentConfig) { c.TaintOnCritical = true }))
-	eventually(t, "first Blade status", func() (bool, string) {
+	testwait.Eventually(t, waitTimeout, "first Blade status", func(context.Context) (bool, string) {
 		bl, err := b.getBlade()
 		return err == nil && bl.Status.State == v1alpha1.BladeStateIdle, fmt.Sprint(err)
 	})
 	b.blade.SetTemperature(70)
-	eventually(t, "condition True and taint", func() (bool, string) {
+	testwait.Eventually(t, waitTimeout, "condition True and taint", func(context.Context) (bool, string) {
 		n := b.getNode()
 		c := nodeCondition(n)
 		return c != nil && c.Status == corev1.ConditionTrue && hasTaint(n), fmt.Sprintf("%+v %v", c, n.Spec.Taints)
@@ -135,12 +136,12 @@ func TestOverheatConditionTaintEventsAndBack(t *testing.T) {
 	if ev.Type != corev1.EventTypeWarning {
 		t.Errorf("CriticalTemperature type = %s", ev.Type)
 	}
-	eventually(t, "Blade critical", func() (bool, string) {
+	testwait.Eventually(t, waitTimeout, "Blade critical", func(context.Context) (bool, string) {
 		bl, _ := b.getBlade()
 		return bl.Status.Critical && bl.Status.State == v1alpha1.BladeStateCritical && bl.Status.Fan.Mode == "critical", bl.Status.State
 	})
 	b.blade.SetTemperature(35)
-	eventually(t, "condition False, taint gone", func() (bool, string) {
+	testwait.Eventually(t, waitTimeout, "condition False, taint gone", func(context.Context) (bool, string) {
 		n := b.getNode()
 		c := nodeCondition(n)
 		return c != nil && c.Status == corev1.ConditionFalse && !hasTaint(n), fmt.Sprintf("%+v %v", c, n.Spec.Taints)
@@ -151,13 +152,13 @@ func TestOverheatConditionTaintEventsAndBack(t *testing.T) {
 func TestTaintRemovedAfterRestart(t *testing.T) {
 	b := startBlade(t, "restart-taint", withLocal(func(c *agentconfigv1.AgentConfig) { c.TaintOnCritical = true }))
 	b.blade.SetTemperature(70)
-	eventually(t, "taint", func() (bool, string) { return hasTaint(b.getNode()), "" })
+	testwait.Eventually(t, waitTimeout, "taint", func(context.Context) (bool, string) { return hasTaint(b.getNode()), "" })
 	b.stop() // dies while critical: the taint stays behind
 	if !hasTaint(b.getNode()) {
 		t.Fatal("taint gone before the restart; the test proves nothing")
 	}
 	startBlade(t, "restart-taint", withLocal(func(c *agentconfigv1.AgentConfig) { c.TaintOnCritical = true }))
-	eventually(t, "taint removed by the restarted, cool agent", func() (bool, string) {
+	testwait.Eventually(t, waitTimeout, "taint removed by the restarted, cool agent", func(context.Context) (bool, string) {
 		n := b.getNode()
 		c := nodeCondition(n)
 		return !hasTaint(n) && c != nil && c.Status == corev1.ConditionFalse, fmt.Sprint(n.Spec.Taints)
@@ -167,7 +168,7 @@ func TestTaintRemovedAfterRestart(t *testing.T) {
 func TestLabelsAndStaleLabelCleanup(t *testing.T) {
 	b := startBlade(t, "labels")
 	want := map[string]string{"kubeblade.io/blade": "true", "kubeblade.io/soc": "simulated", "kubeblade.io/fan-unit": "standard", "kubeblade.io/power": "poe-802.3at"}
-	eventually(t, "fact labels", func() (bool, string) {
+	testwait.Eventually(t, waitTimeout, "fact labels", func(context.Context) (bool, string) {
 		l := b.getNode().Labels
 		for k, v := range want {
 			if l[k] != v {
@@ -177,7 +178,7 @@ func TestLabelsAndStaleLabelCleanup(t *testing.T) {
 		return l["kubernetes.io/arch"] == "arm64", fmt.Sprint(l)
 	})
 	b.blade.SetPower(hardware.PowerPoEOrUSBC)
-	eventually(t, "power label follows", func() (bool, string) {
+	testwait.Eventually(t, waitTimeout, "power label follows", func(context.Context) (bool, string) {
 		return b.getNode().Labels["kubeblade.io/power"] == "poe-or-usbc", ""
 	})
 	b.waitEvent("PowerSourceChanged")
@@ -187,7 +188,7 @@ func TestLabelsAndStaleLabelCleanup(t *testing.T) {
 	startBlade(t, "labels", func(so *simulated.Options, _ *agentconfigv1.AgentConfig, _ *Options) {
 		so.Missing = []hardware.Capability{hardware.CapPoEDetect}
 	})
-	eventually(t, "stale power label removed", func() (bool, string) {
+	testwait.Eventually(t, waitTimeout, "stale power label removed", func(context.Context) (bool, string) {
 		l := b.getNode().Labels
 		_, has := l["kubeblade.io/power"]
 		return !has && l["kubeblade.io/blade"] == "true" && l["kubernetes.io/arch"] == "arm64", fmt.Sprint(l)
@@ -196,7 +197,7 @@ func TestLabelsAndStaleLabelCleanup(t *testing.T) {
 
 func TestNotABladeIsLabelledAndIdles(t *testing.T) {
 	b := startBlade(t, "pi-or-amd64", func(so *simulated.Options, _ *agentconfigv1.AgentConfig, _ *Options) { so.FanUnit = "not-a-blade" })
-	eventually(t, "kubeblade.io/blade=false", func() (bool, string) {
+	testwait.Eventually(t, waitTimeout, "kubeblade.io/blade=false", func(context.Context) (bool, string) {
 		l := b.getNode().Labels
 		return l["kubeblade.io/blade"] == "false", fmt.Sprint(l)
 	})
@@ -211,7 +212,7 @@ func TestNotABladeIsLabelledAndIdles(t *testing.T) {
 func TestBladeObjectOwnedByNodeWithStatus(t *testing.T) {
 	b := startBlade(t, "blade-object")
 	var bl *v1alpha1.Blade
-	eventually(t, "Blade", func() (bool, string) {
+	testwait.Eventually(t, waitTimeout, "Blade", func(context.Context) (bool, string) {
 		var err error
 		bl, err = b.getBlade()
 		return err == nil && bl.Status.HeartbeatTime != nil, fmt.Sprint(err)
@@ -239,13 +240,13 @@ func TestBladeObjectOwnedByNodeWithStatus(t *testing.T) {
 
 func TestSteadyStateWritesNothing(t *testing.T) {
 	b := startBlade(t, "steady")
-	eventually(t, "initial sync", func() (bool, string) {
+	testwait.Eventually(t, waitTimeout, "initial sync", func(context.Context) (bool, string) {
 		bl, err := b.getBlade()
 		return err == nil && bl.Status.HeartbeatTime != nil && b.getNode().Labels["kubeblade.io/blade"] == "true", ""
 	})
 	// Let the initial writes settle: this reporter's AgentStarted event
 	// must be out, then count.
-	eventually(t, "AgentStarted sent", func() (bool, string) {
+	testwait.Eventually(t, waitTimeout, "AgentStarted sent", func(context.Context) (bool, string) {
 		s := b.rep.Stats()
 		return s.Events.Sent >= 1 && s.Events.Pending == 0, fmt.Sprintf("%+v", s)
 	})
@@ -253,9 +254,15 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 	defer sub.Close()
 	before := b.rep.Stats().Writes
 	// 40 samples of a blade whose temperature drifts by fractions of a degree.
+	deadline := time.After(waitTimeout) // bounds a broken run only
 	for n := 0; n < 40; {
-		if ev := <-sub.C(); ev.Reason == core.ReasonStatusChanged {
-			n++
+		select {
+		case ev := <-sub.C():
+			if ev.Reason == core.ReasonStatusChanged {
+				n++
+			}
+		case <-deadline:
+			t.Fatalf("only %d samples in %s", n, waitTimeout)
 		}
 	}
 	if after := b.rep.Stats().Writes; after != before {
@@ -264,6 +271,7 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 }
 
 func TestRestartRestoresAnnotatedState(t *testing.T) {
+	k8s := need(t).k8s
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "restore", Annotations: map[string]string{
 		v1alpha1.AnnotationStealth: "true", v1alpha1.AnnotationFanSpeed: "30", v1alpha1.AnnotationIdentify: "true",
 	}}}
@@ -271,13 +279,14 @@ func TestRestartRestoresAnnotatedState(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := startBlade(t, "restore")
-	eventually(t, "restored", func() (bool, string) {
+	testwait.Eventually(t, waitTimeout, "restored", func(context.Context) (bool, string) {
 		s, st := b.blade.State(), b.agent.Status()
 		return s.Stealth && s.FanPercent == 30 && st.Identify, fmt.Sprintf("%+v", s)
 	})
 }
 
 func TestBladeConfigAppliedLive(t *testing.T) {
+	k8s := need(t).k8s
 	ctx := context.Background()
 	bc := &v1alpha1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: "live"}}
 	bc.Spec.Agent.CriticalCelsius = 80
@@ -290,7 +299,7 @@ func TestBladeConfigAppliedLive(t *testing.T) {
 	if err := k8s.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "live-config"}}, patch); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "generation 1 applied", func() (bool, string) {
+	testwait.Eventually(t, waitTimeout, "generation 1 applied", func(context.Context) (bool, string) {
 		bl, err := b.getBlade()
 		if err != nil || bl.Status.Config == nil {
 			return false, fmt.Sprint(err)
@@ -309,7 +318,7 @@ func TestBladeConfigAppliedLive(t *testing.T) {
 	if err := k8s.Update(ctx, bc); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "generation 2 applied without a restart", func() (bool, string) {
+	testwait.Eventually(t, waitTimeout, "generation 2 applied without a restart", func(context.Context) (bool, string) {
 		bl, _ := b.getBlade()
 		return bl.Status.Config != nil && bl.Status.Config.Generation == 2 && b.blade.State().FanPercent == 90, fmt.Sprintf("%+v", bl.Status.Config)
 	})
@@ -319,9 +328,9 @@ func TestTwoAgentsNeverTouchEachOther(t *testing.T) {
 	a := startBlade(t, "pair-a")
 	b := startBlade(t, "pair-b")
 	a.annotate(map[string]*string{v1alpha1.AnnotationIdentify: ptr("true")})
-	eventually(t, "a identifies", func() (bool, string) { return a.agent.Status().Identify, "" })
+	testwait.Eventually(t, waitTimeout, "a identifies", func(context.Context) (bool, string) { return a.agent.Status().Identify, "" })
 	b.blade.SetTemperature(70)
-	eventually(t, "b critical on b's node", func() (bool, string) {
+	testwait.Eventually(t, waitTimeout, "b critical on b's node", func(context.Context) (bool, string) {
 		c := nodeCondition(b.getNode())
 		return c != nil && c.Status == corev1.ConditionTrue, ""
 	})

@@ -26,32 +26,59 @@ import (
 	"github.com/kubeblade/kubeblade/internal/hardware"
 	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
 	"github.com/kubeblade/kubeblade/internal/testenv"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
-var (
+// cluster is a control plane and a client of it.
+type cluster struct {
 	env *testenv.Env
-	k8s client.Client
+	k8s client.Client // direct, uncached
+}
+
+func newSuite(o testenv.Options, c *cluster) *testenv.Suite {
+	o.CRDDirs = []string{"config/crd/bases"}
+	return testenv.NewSuite(o, func(_ context.Context, e *testenv.Env) error {
+		s := runtime.NewScheme()
+		_ = clientgoscheme.AddToScheme(s)
+		_ = v1alpha1.AddToScheme(s)
+		k, err := client.New(e.Config, client.Options{Scheme: s})
+		c.env, c.k8s = e, k
+		return err
+	})
+}
+
+var (
+	// shared is the control plane of every test but the outage test, which
+	// stops and starts its own API server and so has its own.
+	shared, outage           cluster
+	sharedSuite, outageSuite = newSuite(testenv.Options{}, &shared), newSuite(testenv.Options{Restartable: true}, &outage)
 )
+
+// need returns the shared cluster, skipping (or failing, under
+// KUBEBLADE_TEST_REQUIRED=1) without control-plane binaries.
+func need(t testing.TB) *cluster {
+	t.Helper()
+	sharedSuite.Need(t)
+	return &shared
+}
+
+// waitTimeout bounds every wait for the API server or the agent.
+const waitTimeout = 30 * time.Second
 
 func TestMain(m *testing.M) {
 	ctrllog.SetLogger(logr.Discard())
 	klog.SetLogger(logr.Discard()) // client-go's reconnect chatter during outage tests
-	os.Exit(testenv.Main(m, testenv.Options{CRDDirs: []string{"config/crd/bases"}, Restartable: true}, func(e *testenv.Env) {
-		env = e
-		s := runtime.NewScheme()
-		_ = clientgoscheme.AddToScheme(s)
-		_ = v1alpha1.AddToScheme(s)
-		var err error
-		if k8s, err = client.New(e.Config, client.Options{Scheme: s}); err != nil {
-			panic(err)
-		}
-	}))
+	code := m.Run()
+	sharedSuite.Stop()
+	outageSuite.Stop()
+	os.Exit(code)
 }
 
 // bladeUnderTest is one agent on a simulated blade, with its Kubernetes side,
 // reporting for its own Node.
 type bladeUnderTest struct {
 	t     testing.TB
+	c     *cluster
 	node  string
 	blade *simulated.Blade
 	agent *agent.Agent
@@ -65,34 +92,41 @@ func withLocal(f func(*agentconfigv1.AgentConfig)) option {
 	return func(_ *simulated.Options, c *agentconfigv1.AgentConfig, _ *Options) { f(c) }
 }
 
-// startBlade creates the Node (unless it exists) and runs an agent for it.
+// startBlade creates the Node (unless it exists) in the shared cluster and
+// runs an agent for it.
 func startBlade(t testing.TB, node string, opts ...option) *bladeUnderTest {
+	t.Helper()
+	return startBladeOn(t, need(t), node, opts...)
+}
+
+// startBladeOn is startBlade in cluster c.
+func startBladeOn(t testing.TB, c *cluster, node string, opts ...option) *bladeUnderTest {
 	t.Helper()
 	ctx := context.Background()
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"kubernetes.io/arch": "arm64"}}}
-	if err := k8s.Create(ctx, n); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := c.k8s.Create(ctx, n); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	so := simulated.Options{Load: 0.2}
 	local := config.Default()
-	ro := Options{Config: env.Config, NodeName: node, Heartbeat: time.Hour, MinInterval: time.Hour}
+	ro := Options{Config: c.env.Config, NodeName: node, Heartbeat: time.Hour, MinInterval: time.Hour}
 	for _, o := range opts {
 		o(&so, &local, &ro)
 	}
-	settings, err := config.Settings(local)
+	checked, err := config.Check(local)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bladeUnderTest{t: t, node: node, blade: simulated.New(so)}
+	b := &bladeUnderTest{t: t, c: c, node: node, blade: simulated.New(so)}
 	var backend hardware.Backend = b.blade
 	if so.FanUnit == "not-a-blade" {
 		backend = notABlade{b.blade}
 	}
-	b.agent, err = agent.New(agent.Options{Backend: backend, Settings: settings, SampleInterval: 50 * time.Millisecond, Version: "test"})
+	b.agent, err = agent.New(agent.Options{Backend: backend, Settings: checked.Settings, SampleInterval: 50 * time.Millisecond, Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ro.Agent, ro.Local = b.agent, local
+	ro.Agent, ro.Local = b.agent, checked
 	if b.rep, err = New(ro); err != nil {
 		t.Fatal(err)
 	}
@@ -122,27 +156,9 @@ func (n notABlade) Info() hardware.Info {
 	return i
 }
 
-// eventually polls cond until it holds or the deadline passes. The API
-// server is another process, so there is no channel to wait on; the poll
-// only waits, it never decides the outcome by timing.
-func eventually(t testing.TB, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var last string
-	for time.Now().Before(deadline) {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		last = detail
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s; last seen: %s", what, last)
-}
-
 func (b *bladeUnderTest) getNode() *corev1.Node {
 	n := &corev1.Node{}
-	if err := k8s.Get(context.Background(), client.ObjectKey{Name: b.node}, n); err != nil {
+	if err := b.c.k8s.Get(context.Background(), client.ObjectKey{Name: b.node}, n); err != nil {
 		b.t.Fatal(err)
 	}
 	return n
@@ -159,21 +175,21 @@ func (b *bladeUnderTest) annotate(kv map[string]*string) {
 		}
 	}
 	patch := client.RawPatch("application/merge-patch+json", mustJSON(map[string]any{"metadata": map[string]any{"annotations": ann}}))
-	if err := k8s.Patch(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: b.node}}, patch); err != nil {
+	if err := b.c.k8s.Patch(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: b.node}}, patch); err != nil {
 		b.t.Fatal(err)
 	}
 }
 
 func (b *bladeUnderTest) getBlade() (*v1alpha1.Blade, error) {
 	bl := &v1alpha1.Blade{}
-	return bl, k8s.Get(context.Background(), client.ObjectKey{Name: b.node}, bl)
+	return bl, b.c.k8s.Get(context.Background(), client.ObjectKey{Name: b.node}, bl)
 }
 
 // events lists the Events about this blade's Node with the given reason.
 func (b *bladeUnderTest) events(reason string) []eventsv1.Event {
 	b.t.Helper()
 	l := &eventsv1.EventList{}
-	if err := k8s.List(context.Background(), l, client.InNamespace("default")); err != nil {
+	if err := b.c.k8s.List(context.Background(), l, client.InNamespace("default")); err != nil {
 		b.t.Fatal(err)
 	}
 	var out []eventsv1.Event
@@ -188,7 +204,7 @@ func (b *bladeUnderTest) events(reason string) []eventsv1.Event {
 func (b *bladeUnderTest) waitEvent(reason string) eventsv1.Event {
 	b.t.Helper()
 	var got []eventsv1.Event
-	eventually(b.t, "Event "+reason, func() (bool, string) {
+	testwait.Eventually(b.t, waitTimeout, "Event "+reason, func(context.Context) (bool, string) {
 		got = b.events(reason)
 		return len(got) > 0, fmt.Sprint(len(got))
 	})

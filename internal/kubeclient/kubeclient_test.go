@@ -42,6 +42,7 @@ func newClients(t *testing.T) *kubeclient.Clientset {
 // Every kind the agent uses goes through a real API server: the REST paths,
 // the scheme and the codecs must all be right for each group.
 func TestClientsAgainstAnAPIServer(t *testing.T) {
+	testenv.Need(t)
 	ctx := t.Context()
 	cs := newClients(t)
 	apply := metav1.PatchOptions{FieldManager: "kubeclient-test", Force: ptr.To(true)}
@@ -159,6 +160,7 @@ func waitFor(t *testing.T, w watch.Interface, ok func(watch.Event) bool) {
 }
 
 func TestNewRefusesBurstlessRateLimit(t *testing.T) {
+	testenv.Need(t)
 	c := rest.CopyConfig(cfg)
 	c.QPS, c.Burst = 5, 0
 	if _, err := kubeclient.New(c); err == nil {

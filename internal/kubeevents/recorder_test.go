@@ -2,6 +2,7 @@ package kubeevents
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kubeblade/kubeblade/internal/core"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 var testNode = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "blade1", UID: types.UID("uid-1")}}
@@ -30,24 +32,21 @@ func runRecorder(t *testing.T, clk *clocktesting.FakeClock, capacity int) (*Reco
 	done := make(chan struct{})
 	go func() { defer close(done); _ = r.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
+	// writes waits for n writes in the fake's action log, which the
+	// recorder's goroutine fills: polled, not synchronised with it.
 	writes := func(n int) []k8stesting.Action {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			var got []k8stesting.Action
+		var got []k8stesting.Action
+		testwait.Eventually(t, 10*time.Second, fmt.Sprintf("%d writes", n), func(context.Context) (bool, string) {
+			got = nil
 			for _, a := range cs.Actions() {
 				if a.GetVerb() == "create" || a.GetVerb() == "patch" {
 					got = append(got, a)
 				}
 			}
-			if len(got) >= n {
-				return got
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d writes arrived, want %d", len(got), n)
-			}
-			time.Sleep(time.Millisecond) // polling the fake's action log, not synchronising the code under test
-		}
+			return len(got) >= n, fmt.Sprintf("%d writes arrived", len(got))
+		})
+		return got
 	}
 	return r, cs, writes
 }

@@ -19,6 +19,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kubeblade/kubeblade/internal/core"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 // apiServer is a fake events API that can be switched off.
@@ -98,14 +99,14 @@ func TestQueuesInOrderDropsOldestAndFlushes(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); s.run(ctx) }()
 	// The flusher tries, fails and waits on the clock.
-	for !clk.HasWaiters() {
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Eventually(t, 10*time.Second, "the flusher waiting on the clock", func(context.Context) (bool, string) {
+		return clk.HasWaiters(), ""
+	})
 	a.setDown(nil)
 	clk.Step(time.Second)
-	for s.pending() != 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Eventually(t, 10*time.Second, "the queue flushed", func(context.Context) (bool, string) {
+		return s.pending() == 0, fmt.Sprintf("%d pending", s.pending())
+	})
 	if diff := cmp.Diff([]string{"3", "4", "5"}, a.notes()); diff != "" {
 		t.Errorf("delivered (-want +got):\n%s", diff)
 	}

@@ -14,6 +14,7 @@ import (
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/operator"
 	"github.com/kubeblade/kubeblade/internal/operator/optest"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 // TestAdmissionPolicyOwnNode proves config/admission: the agent of blade-1
@@ -34,7 +35,7 @@ func TestAdmissionPolicyOwnNode(t *testing.T) {
 	}
 	// The policy is compiled and loaded asynchronously; it is in force once
 	// the foreign node is refused.
-	optest.Eventually(t, "the policy to refuse blade-2", func(context.Context) (bool, string) {
+	testwait.Eventually(t, optest.Timeout, "the policy to refuse blade-2", func(context.Context) (bool, string) {
 		err := label("blade-2")
 		if err == nil {
 			return false, "allowed"

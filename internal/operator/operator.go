@@ -35,6 +35,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/operator/controller/maintenance"
 	"github.com/kubeblade/kubeblade/internal/operator/controller/stale"
 	"github.com/kubeblade/kubeblade/internal/operator/controller/status"
+	"github.com/kubeblade/kubeblade/internal/operator/outcome"
 )
 
 // Name is the operator's name: its event reporter and leader-election ID.
@@ -130,6 +131,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	rec := mgr.GetEventRecorder(Name)
 	c := mgr.GetClient()
+	// What the controllers met applying each BladeConfig, for its status.
+	applied := outcome.New()
 	caKey := types.NamespacedName{Namespace: o.Namespace, Name: o.CASecretName}
 	wrap := func(name string, err error) error {
 		if err != nil {
@@ -143,12 +146,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	if err := wrap(daemonset.ControllerName, (&daemonset.Reconciler{
-		Client: c, Recorder: rec, Defaults: o.DaemonSet,
+		Client: c, Recorder: rec, Defaults: o.DaemonSet, Outcome: applied,
 	}).SetupWithManager(mgr)); err != nil {
 		return err
 	}
 	if err := wrap(status.ControllerName, (&status.Reconciler{
-		Client: c, Recorder: rec, Clock: o.Clock, Namespace: o.Namespace,
+		Client: c, Recorder: rec, Clock: o.Clock, Namespace: o.Namespace, Outcome: applied,
 	}).SetupWithManager(ctx, mgr)); err != nil {
 		return err
 	}

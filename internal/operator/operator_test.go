@@ -10,7 +10,9 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -19,7 +21,10 @@ import (
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/csrclient"
 	"github.com/kubeblade/kubeblade/internal/operator/agentdaemonset"
+	"github.com/kubeblade/kubeblade/internal/operator/controller/daemonset"
+	"github.com/kubeblade/kubeblade/internal/operator/controller/status"
 	"github.com/kubeblade/kubeblade/internal/operator/optest"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 func getDS(ctx context.Context, e *optest.Env, config string) (*appsv1.DaemonSet, error) {
@@ -81,7 +86,7 @@ func TestBladeConfigLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.WaitConfigLabels(t, map[string]string{"life-1": "life-low", "life-2": "life-low"})
-	optest.Eventually(t, "the DaemonSet of life-high gone", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, optest.Timeout, "the DaemonSet of life-high gone", func(ctx context.Context) (bool, string) {
 		_, err := getDS(ctx, e, "life-high")
 		if err == nil {
 			return false, "still there"
@@ -130,5 +135,48 @@ func TestAgentCertificateThroughCSR(t *testing.T) {
 	}
 	if time.Until(cert.Leaf.NotAfter) < 24*time.Hour {
 		t.Errorf("certificate expires at %s", cert.Leaf.NotAfter)
+	}
+}
+
+// TestRefusedDaemonSetMakesTheConfigDegraded: a BladeConfig the CRD accepts
+// but whose DaemonSet the API server refuses (requests above limits) is
+// Degraded with the API server's words at its current generation, with a
+// Warning Event, until it is fixed — the DaemonSet controller's error
+// reaches the status controller's conditions.
+func TestRefusedDaemonSetMakesTheConfigDegraded(t *testing.T) {
+	e := suite.Need(t)
+	bc := optest.Config("refused", 0, map[string]string{"kbtest": "refused"})
+	bc.Spec.DaemonSet.Resources = &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+	}
+	e.CreateAll(t, bc)
+	bc = e.WaitStatus(t, "refused", func(bc *kbv1.BladeConfig) bool {
+		return meta.IsStatusConditionTrue(bc.Status.Conditions, kbv1.BladeConfigDegraded)
+	})
+	c := meta.FindStatusCondition(bc.Status.Conditions, kbv1.BladeConfigDegraded)
+	if c.Reason != status.ReasonApplyFailed || !strings.Contains(c.Message, "must be less than or equal to cpu limit") ||
+		!strings.Contains(c.Message, daemonset.ControllerName) {
+		t.Errorf("Degraded %s: %q, want %s naming the controller and the API server's reason", c.Reason, c.Message, status.ReasonApplyFailed)
+	}
+	if c.ObservedGeneration != bc.Generation {
+		t.Errorf("Degraded at generation %d, the config is at %d", c.ObservedGeneration, bc.Generation)
+	}
+	for _, typ := range []string{kbv1.BladeConfigReady, kbv1.BladeConfigProgressing} {
+		if got := meta.FindStatusCondition(bc.Status.Conditions, typ); got == nil || got.Status != metav1.ConditionFalse || got.Reason != status.ReasonApplyFailed {
+			t.Errorf("%s = %+v, want False/%s: nothing progresses while the DaemonSet is refused", typ, got, status.ReasonApplyFailed)
+		}
+	}
+	if note := e.WaitEvent(t, "BladeConfig", "refused", status.ReasonApplyFailed); !strings.Contains(note, "must be less than or equal to cpu limit") {
+		t.Errorf("Warning Event %q lacks the API server's reason", note)
+	}
+
+	// The fix clears Degraded at the new generation, and the DaemonSet exists.
+	e.UpdateConfig(t, "refused", func(bc *kbv1.BladeConfig) { bc.Spec.DaemonSet.Resources = nil })
+	e.WaitStatus(t, "refused", func(bc *kbv1.BladeConfig) bool {
+		return meta.IsStatusConditionFalse(bc.Status.Conditions, kbv1.BladeConfigDegraded)
+	})
+	if _, err := getDS(optest.Ctx(t), e, "refused"); err != nil {
+		t.Errorf("DaemonSet after the fix: %v", err)
 	}
 }

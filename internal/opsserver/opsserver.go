@@ -113,3 +113,47 @@ func checksHandler(checks map[string]Check) http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 }
+
+// LongestRunningProcessorMetric is client-go's workqueue gauge (registered
+// by controller-runtime for every controller): how long the oldest item a
+// worker is processing has been running, i.e. the age of the oldest
+// unfinished reconcile.
+const LongestRunningProcessorMetric = "workqueue_longest_running_processor_seconds"
+
+// StalledWorkqueues returns a Check that fails when a worker of any
+// workqueue in g has been processing one item for longer than limit: a
+// reconcile that never returns (a deadlock, a call without a timeout) stops
+// its controller from handling anything else, which no restart-free path
+// recovers from. Idle controllers report 0 and pass.
+func StalledWorkqueues(g prometheus.Gatherer, limit time.Duration) Check {
+	return func() error {
+		mfs, err := g.Gather()
+		if err != nil {
+			return fmt.Errorf("gathering metrics: %w", err)
+		}
+		var stuck []string
+		for _, mf := range mfs {
+			if mf.GetName() != LongestRunningProcessorMetric {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				age := time.Duration(m.GetGauge().GetValue() * float64(time.Second))
+				if age <= limit {
+					continue
+				}
+				name := "?"
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "name" {
+						name = l.GetValue()
+					}
+				}
+				stuck = append(stuck, fmt.Sprintf("%s (%s)", name, age.Round(time.Second)))
+			}
+		}
+		if len(stuck) > 0 {
+			sort.Strings(stuck)
+			return fmt.Errorf("reconcile running longer than %s in %s", limit, strings.Join(stuck, ", "))
+		}
+		return nil
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -73,5 +74,43 @@ func TestListenErrorNamesAddress(t *testing.T) {
 	_, err := Listen(Options{Address: "256.0.0.1:1"})
 	if err == nil || !strings.Contains(err.Error(), "256.0.0.1:1") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestStalledWorkqueues(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	// The gauge as client-go's workqueue (through controller-runtime)
+	// registers it.
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: LongestRunningProcessorMetric, Help: "x"}, []string{"controller", "name"})
+	reg.MustRegister(g)
+	check := StalledWorkqueues(reg, 2*time.Minute)
+	cases := []struct {
+		name    string
+		ages    map[string]float64
+		wantErr string
+	}{
+		{name: "no controllers yet"},
+		{name: "idle", ages: map[string]float64{"bladeconfig-daemonset": 0, "bladeconfig-status": 0}},
+		{name: "busy but within the limit", ages: map[string]float64{"bladeconfig-daemonset": 119.5}},
+		{name: "one stuck", ages: map[string]float64{"bladeconfig-daemonset": 0, "bladeconfig-status": 600},
+			wantErr: "reconcile running longer than 2m0s in bladeconfig-status (10m0s)"},
+		{name: "two stuck, named in order", ages: map[string]float64{"b": 200, "a": 300},
+			wantErr: "reconcile running longer than 2m0s in a (5m0s), b (3m20s)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g.Reset()
+			for n, age := range tc.ages {
+				g.WithLabelValues(n, n).Set(age)
+			}
+			err := check()
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tc.wantErr {
+				t.Errorf("check() = %q, want %q", got, tc.wantErr)
+			}
+		})
 	}
 }

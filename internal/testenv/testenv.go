@@ -1,10 +1,12 @@
 // Package testenv starts a real kube-apiserver and etcd for tests, through
 // controller-runtime's envtest, using the binaries `make test` builds from
-// source (hack/k8s-tools.sh). A test package holds one Suite: its first
-// test that calls Suite.Need starts the control plane, every test gets its
-// own objects, and TestMain's Suite.Run stops it. Without the binaries each
-// such test skips with the reason (fails under KUBEBLADE_TEST_REQUIRED=1,
-// see package testreq), so no package reports ok having run nothing.
+// source (hack/k8s-tools.sh). A test package either calls Main from
+// TestMain, which starts one control plane before the tests, or holds a
+// Suite, which starts it when the first test needs it; every test gets its
+// own objects. Every test that uses the control plane calls Need (or
+// Suite.Need) first: without the binaries it skips with the reason, or
+// fails under KUBEBLADE_TEST_REQUIRED=1 (see package testreq), so no
+// package reports ok having silently run nothing.
 package testenv
 
 import (
@@ -26,9 +28,9 @@ import (
 	"github.com/kubeblade/kubeblade/internal/testreq"
 )
 
-// RequireEnv, when set to 1, turns missing control-plane binaries into a
-// failure instead of a skip. `make test` and CI set it, so a broken harness
-// can never pass silently.
+// RequireEnv is envtest's old name for testreq.Env, still honoured.
+//
+// Deprecated: use testreq.Required.
 const RequireEnv = "ENVTEST_REQUIRED"
 
 // ErrNoAssets means the control-plane binaries were not found.
@@ -133,26 +135,6 @@ func (e *Env) Stop() error { return e.env.Stop() }
 // control plane restarts and the like).
 func (e *Env) Environment() *envtest.Environment { return e.env }
 
-// Main is a TestMain body: it starts the control plane, runs the tests and
-// stops it. Without binaries it skips the package, unless RequireEnv is set.
-func Main(m interface{ Run() int }, o Options, started func(*Env)) int {
-	env, err := Start(o)
-	if errors.Is(err, ErrNoAssets) && os.Getenv(RequireEnv) != "1" {
-		fmt.Fprintln(os.Stderr, "SKIP envtest suite:", err)
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "envtest:", err)
-		return 1
-	}
-	started(env)
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
-	}
-	return code
-}
-
 // Suite is one test package's control plane: started by the first test
 // that needs it, shared by the package's tests, stopped by Run after them.
 // Tests that need no control plane never start it.
@@ -186,10 +168,13 @@ func (s *Suite) Need(t testing.TB) *Env {
 	t.Helper()
 	s.once.Do(s.start)
 	if errors.Is(s.err, ErrNoAssets) {
-		s.mu.Lock()
-		s.skipped++
-		s.mu.Unlock()
+		if !testreq.Required() {
+			s.mu.Lock()
+			s.skipped++
+			s.mu.Unlock()
+		}
 		testreq.Unavailable(t, "envtest: %v", s.err)
+		return nil // Unavailable ended the test
 	}
 	if s.err != nil {
 		t.Fatalf("envtest: %v", s.err)
@@ -210,8 +195,16 @@ func (s *Suite) start() {
 
 // Run is a TestMain body: it runs the tests, then ends setup's context
 // and stops the control plane if a test started it.
-func (s *Suite) Run(m *testing.M) int {
+func (s *Suite) Run(m interface{ Run() int }) int {
 	code := m.Run()
+	s.Stop()
+	return code
+}
+
+// Stop ends setup's context and stops the control plane, if a test started
+// it, and says how many tests skipped for want of one. Run calls it; a
+// package with more than one Suite runs m.Run itself and calls Stop on each.
+func (s *Suite) Stop() {
 	if s.skipped > 0 {
 		fmt.Fprintf(os.Stderr, "testenv: %d test(s) skipped: %v\n", s.skipped, ErrNoAssets)
 	}
@@ -223,5 +216,35 @@ func (s *Suite) Run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "stopping envtest:", err)
 		}
 	}
-	return code
+}
+
+// mainSuite is the suite of Main, for Need. A test binary is one package,
+// so one per process is one per package.
+var mainSuite *Suite
+
+// Main is a TestMain body: it starts the control plane, calls started,
+// runs the tests and stops it. Without binaries it still runs the tests:
+// those that call Need skip (or fail when required); a test that uses the
+// control plane without calling Need fails loudly on the nil it finds.
+func Main(m interface{ Run() int }, o Options, started func(*Env)) int {
+	mainSuite = NewSuite(o, func(_ context.Context, e *Env) error {
+		started(e)
+		return nil
+	})
+	mainSuite.once.Do(mainSuite.start)
+	if mainSuite.err != nil && !errors.Is(mainSuite.err, ErrNoAssets) {
+		fmt.Fprintln(os.Stderr, "envtest:", mainSuite.err)
+		mainSuite.Stop()
+		return 1
+	}
+	return mainSuite.Run(m)
+}
+
+// Need is Suite.Need for the control plane of Main.
+func Need(t testing.TB) *Env {
+	t.Helper()
+	if mainSuite == nil {
+		t.Fatal("testenv.Need: the package's TestMain does not call testenv.Main")
+	}
+	return mainSuite.Need(t)
 }

@@ -9,6 +9,7 @@ import (
 
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/config"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 // TestFanPeersAcrossProcesses: two agent processes whose Nodes declare each
@@ -27,7 +28,7 @@ func TestFanPeersAcrossProcesses(t *testing.T) {
 		annotate(context.Background(), t, "blade-2", kbv1.AnnotationFanSpeed, nil)
 	})
 	for _, n := range []string{"blade-1", "blade-2"} {
-		eventually(t, 20*time.Second, n+" follows its fan peer", func(ctx context.Context) (bool, string) {
+		testwait.Eventually(t, 20*time.Second, n+" follows its fan peer", func(ctx context.Context) (bool, string) {
 			b, err := blade(ctx, n)
 			if err != nil {
 				return false, err.Error()
@@ -36,7 +37,7 @@ func TestFanPeersAcrossProcesses(t *testing.T) {
 		})
 	}
 	annotate(ctx, t, "blade-2", kbv1.AnnotationFanSpeed, ptrTo("95"))
-	eventually(t, 20*time.Second, "blade-1's fan at blade-2's 95 %", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, 20*time.Second, "blade-1's fan at blade-2's 95 %", func(ctx context.Context) (bool, string) {
 		st, err := cluster.Agent("blade-1").State(ctx)
 		if err != nil {
 			return false, err.Error()
@@ -61,7 +62,7 @@ func TestLongPressDrainsTheBlade(t *testing.T) {
 		}
 	}
 	hold()
-	eventually(t, 60*time.Second, "blade-3 drained", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, 60*time.Second, "blade-3 drained", func(ctx context.Context) (bool, string) {
 		n := node(ctx, t, name)
 		return n.Annotations[kbv1.AnnotationMaintenanceState] == kbv1.MaintenanceDrained && n.Spec.Unschedulable,
 			fmt.Sprintf("request %q state %q unschedulable %t", n.Annotations[kbv1.AnnotationMaintenance],
@@ -71,7 +72,7 @@ func TestLongPressDrainsTheBlade(t *testing.T) {
 	for _, r := range []string{"MaintenanceRequested", "Draining", "Drained"} {
 		waitOperatorEvent(t, name, r, since)
 	}
-	eventually(t, 10*time.Second, "edge LED steady safe-to-pull", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, 10*time.Second, "edge LED steady safe-to-pull", func(ctx context.Context) (bool, string) {
 		st, err := a.State(ctx)
 		if err != nil {
 			return false, err.Error()
@@ -83,7 +84,7 @@ func TestLongPressDrainsTheBlade(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	hold()
 	waitOperatorEvent(t, name, "MaintenanceEnded", since)
-	eventually(t, 20*time.Second, "blade-3 uncordoned and idle", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, 20*time.Second, "blade-3 uncordoned and idle", func(ctx context.Context) (bool, string) {
 		n := node(ctx, t, name)
 		st, err := a.State(ctx)
 		if err != nil {
@@ -98,7 +99,7 @@ func TestLongPressDrainsTheBlade(t *testing.T) {
 // waitOperatorEvent waits for an Event the operator reported about a Node.
 func waitOperatorEvent(t *testing.T, nodeName, reason string, since time.Time) {
 	t.Helper()
-	eventually(t, 30*time.Second, reason+" Event for "+nodeName, func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, 30*time.Second, reason+" Event for "+nodeName, func(ctx context.Context) (bool, string) {
 		evs, err := events(ctx, nodeName, reason)
 		if err != nil {
 			return false, err.Error()

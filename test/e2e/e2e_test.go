@@ -27,6 +27,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/kubeevents"
 	"github.com/kubeblade/kubeblade/internal/localcluster"
 	"github.com/kubeblade/kubeblade/internal/operator/agentdaemonset"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 // identifyColor is the default identify colour, as the simulated LED
@@ -64,7 +65,7 @@ func waitEvent(t *testing.T, nodeName, reason string, since time.Time) corev1.Ev
 	t.Helper()
 	var got corev1.Event
 	n := node(t.Context(), t, nodeName)
-	eventually(t, 15*time.Second, reason+" Event for "+nodeName, func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, 15*time.Second, reason+" Event for "+nodeName, func(ctx context.Context) (bool, string) {
 		evs, err := events(ctx, nodeName, reason)
 		if err != nil {
 			return false, err.Error()
@@ -107,6 +108,7 @@ func annotate(ctx context.Context, t *testing.T, nodeName, key string, value *st
 func ptrTo(s string) *string { return &s }
 
 func TestDaemonSetRolledOut(t *testing.T) {
+	needCluster(t)
 	ctx := t.Context()
 	ds := &appsv1.DaemonSet{}
 	if err := cluster.Ctrl.Get(ctx, client.ObjectKey{Namespace: localcluster.Namespace, Name: agentdaemonset.Name(bladeConfigName)}, ds); err != nil {
@@ -142,6 +144,7 @@ func TestDaemonSetRolledOut(t *testing.T) {
 }
 
 func TestBladectlGetBlades(t *testing.T) {
+	needCluster(t)
 	out, err := bladectl("get", "blades")
 	if err != nil {
 		t.Fatal(err)
@@ -194,20 +197,21 @@ func TestBladectlGetBlades(t *testing.T) {
 }
 
 func TestIdentifyByAnnotation(t *testing.T) {
+	needCluster(t)
 	const name = "blade-1"
 	ctx := t.Context()
 	a := cluster.Agent(name)
 	since := time.Now()
 	annotate(ctx, t, name, kbv1.AnnotationIdentify, ptrTo("true"))
 	// The edge LED blinks: it shows the identify colour half of the time.
-	eventually(t, 5*time.Second, "edge LED blinking the identify colour", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, 5*time.Second, "edge LED blinking the identify colour", func(ctx context.Context) (bool, string) {
 		st, err := a.State(ctx)
 		if err != nil {
 			return false, err.Error()
 		}
 		return st.EdgeLED == identifyColor, "edge LED " + st.EdgeLED
 	})
-	eventually(t, 10*time.Second, "Blade status identify", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, 10*time.Second, "Blade status identify", func(ctx context.Context) (bool, string) {
 		b, err := blade(ctx, name)
 		if err != nil {
 			return false, err.Error()
@@ -218,7 +222,7 @@ func TestIdentifyByAnnotation(t *testing.T) {
 	waitEvent(t, name, "IdentifyStarted", since)
 
 	annotate(ctx, t, name, kbv1.AnnotationIdentify, ptrTo("false"))
-	eventually(t, 10*time.Second, "Blade status identify off", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, 10*time.Second, "Blade status identify off", func(ctx context.Context) (bool, string) {
 		b, err := blade(ctx, name)
 		if err != nil {
 			return false, err.Error()
@@ -237,12 +241,13 @@ func TestIdentifyByAnnotation(t *testing.T) {
 }
 
 func TestButtonPressedEvent(t *testing.T) {
+	needCluster(t)
 	const name = "blade-2"
 	ctx := t.Context()
 	a := cluster.Agent(name)
 	// Identify asked through the annotation; the button confirms it.
 	annotate(ctx, t, name, kbv1.AnnotationIdentify, ptrTo("true"))
-	eventually(t, 10*time.Second, "identify started", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, 10*time.Second, "identify started", func(ctx context.Context) (bool, string) {
 		b, err := blade(ctx, name)
 		return err == nil && b.Status.Identify, ""
 	})
@@ -255,7 +260,7 @@ func TestButtonPressedEvent(t *testing.T) {
 		t.Errorf("ButtonPressed is a %s Event, want Normal", ev.Type)
 	}
 	waitEvent(t, name, "IdentifyStopped", since)
-	eventually(t, 10*time.Second, "identify annotation removed by the agent", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, 10*time.Second, "identify annotation removed by the agent", func(ctx context.Context) (bool, string) {
 		n, err := cluster.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -263,13 +268,14 @@ func TestButtonPressedEvent(t *testing.T) {
 		v, has := n.Annotations[kbv1.AnnotationIdentify]
 		return !has, "annotation " + v
 	})
-	eventually(t, 10*time.Second, "Blade status identify off", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, 10*time.Second, "Blade status identify off", func(ctx context.Context) (bool, string) {
 		b, err := blade(ctx, name)
 		return err == nil && !b.Status.Identify, ""
 	})
 }
 
 func TestOverheatCriticalAndRecovery(t *testing.T) {
+	needCluster(t)
 	const name = "blade-3"
 	ctx := t.Context()
 	a := cluster.Agent(name)
@@ -286,21 +292,21 @@ func TestOverheatCriticalAndRecovery(t *testing.T) {
 		_ = a.SetLoad(context.Background(), 0.2)
 		_ = a.SetTemperature(context.Background(), 35)
 	})
-	eventually(t, 5*time.Second, "fan at 100 % on the hardware", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, 5*time.Second, "fan at 100 % on the hardware", func(ctx context.Context) (bool, string) {
 		st, err := a.State(ctx)
 		if err != nil {
 			return false, err.Error()
 		}
 		return st.FanPercent == 100, fmt.Sprintf("fan %d%% at %.1f °C", st.FanPercent, st.TemperatureCelsius)
 	})
-	eventually(t, 10*time.Second, "condition BladeThermalCritical=True and the taint", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, 10*time.Second, "condition BladeThermalCritical=True and the taint", func(ctx context.Context) (bool, string) {
 		return critical(ctx, name, corev1.ConditionTrue, true)
 	})
 	ev := waitEvent(t, name, "CriticalTemperature", since)
 	if ev.Type != corev1.EventTypeWarning {
 		t.Errorf("CriticalTemperature is a %s Event, want Warning", ev.Type)
 	}
-	eventually(t, 10*time.Second, "Blade status critical", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, 10*time.Second, "Blade status critical", func(ctx context.Context) (bool, string) {
 		b, err := blade(ctx, name)
 		if err != nil {
 			return false, err.Error()
@@ -316,11 +322,11 @@ func TestOverheatCriticalAndRecovery(t *testing.T) {
 	if err := a.SetTemperature(ctx, 40); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "condition BladeThermalCritical=False, taint removed", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, 10*time.Second, "condition BladeThermalCritical=False, taint removed", func(ctx context.Context) (bool, string) {
 		return critical(ctx, name, corev1.ConditionFalse, false)
 	})
 	waitEvent(t, name, "TemperatureNormal", since)
-	eventually(t, 10*time.Second, "Blade status not critical", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, 10*time.Second, "Blade status not critical", func(ctx context.Context) (bool, string) {
 		b, err := blade(ctx, name)
 		return err == nil && !b.Status.Critical && b.Status.Fan.Mode == "auto", ""
 	})
@@ -346,6 +352,7 @@ func critical(ctx context.Context, name string, want corev1.ConditionStatus, tai
 }
 
 func TestBladeConfigAppliedLive(t *testing.T) {
+	needCluster(t)
 	ctx := t.Context()
 	pids := agentPIDs(t)
 	bc := &kbv1.BladeConfig{}
@@ -388,6 +395,7 @@ func TestBladeConfigAppliedLive(t *testing.T) {
 // blade-1's identity may patch blade-1 but is refused on blade-2, its Blade
 // and Events about it, with the policy's message.
 func TestAgentsConfinedToTheirNode(t *testing.T) {
+	needCluster(t)
 	ctx := t.Context()
 	cfg, err := clientcmd.BuildConfigFromFlags("", cluster.Agent("blade-1").Kubeconfig)
 	if err != nil {
@@ -463,6 +471,7 @@ func maps2Equal(a, b map[string]int) bool {
 // rollout), the BladeConfig stays Ready throughout, and the new operator
 // acts on the next change.
 func TestOperatorUpgrade(t *testing.T) {
+	needCluster(t)
 	ctx := t.Context()
 	oldVersion, newVersion := binVersion(t, operatorProcBinary()), binVersion(t, operatorNext)
 	if oldVersion == newVersion {
@@ -497,12 +506,12 @@ func TestOperatorUpgrade(t *testing.T) {
 	// No operator: the agents keep serving the cluster.
 	const name = "blade-3"
 	annotate(ctx, t, name, kbv1.AnnotationIdentify, ptrTo("true"))
-	eventually(t, 10*time.Second, "identify while no operator runs", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, 10*time.Second, "identify while no operator runs", func(ctx context.Context) (bool, string) {
 		b, err := blade(ctx, name)
 		return err == nil && b.Status.Identify, ""
 	})
 	annotate(ctx, t, name, kbv1.AnnotationIdentify, ptrTo("false"))
-	eventually(t, 10*time.Second, "identify off while no operator runs", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, 10*time.Second, "identify off while no operator runs", func(ctx context.Context) (bool, string) {
 		b, err := blade(ctx, name)
 		return err == nil && !b.Status.Identify, ""
 	})
@@ -512,7 +521,7 @@ func TestOperatorUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	operatorProc = next
-	eventually(t, 60*time.Second, "the new operator holds the leader Lease", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, 60*time.Second, "the new operator holds the leader Lease", func(ctx context.Context) (bool, string) {
 		l, err := cluster.Client.CoordinationV1().Leases(localcluster.Namespace).Get(ctx, "kubeblade-operator.kubeblade.io", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -525,7 +534,7 @@ func TestOperatorUpgrade(t *testing.T) {
 	})
 	// Its controllers started: from here on it has seen the DaemonSet and
 	// the BladeConfig it inherited.
-	eventually(t, 30*time.Second, "the new operator's controllers started", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, 30*time.Second, "the new operator's controllers started", func(ctx context.Context) (bool, string) {
 		if !next.Running() {
 			t.Fatalf("new operator exited: %v", next.Err())
 		}

@@ -22,6 +22,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestCreateAndReadNode(t *testing.T) {
+	testenv.Need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cs, err := kubernetes.NewForConfig(env.Config)

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,6 +31,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/smartfan"
 	"github.com/kubeblade/kubeblade/internal/smartfan/smartfantest"
 	"github.com/kubeblade/kubeblade/internal/smartfan/uart"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 // observable is what a person could see of a blade: bad input must not
@@ -51,6 +53,7 @@ func observe(b *blade) observable {
 // TestBadAnnotations: each invalid value gets an InvalidAnnotation Warning
 // naming it and changes nothing.
 func TestBadAnnotations(t *testing.T) {
+	needCP(t)
 	b := startBlade(t, "rel-annotations", nil)
 	cases := []struct{ key, value string }{
 		{kbv1.AnnotationIdentify, "maybe"},
@@ -70,7 +73,7 @@ func TestBadAnnotations(t *testing.T) {
 		before := observe(b)
 		annotate(t, b.node, map[string]any{tc.key: tc.value})
 		clear := false
-		eventually(t, 30*time.Second, fmt.Sprintf("InvalidAnnotation Warning for %s=%q", tc.key, tc.value), func() (bool, string) {
+		testwait.Eventually(t, 30*time.Second, fmt.Sprintf("InvalidAnnotation Warning for %s=%q", tc.key, tc.value), func(context.Context) (bool, string) {
 			evs, err := events(b.node, "InvalidAnnotation")
 			if err != nil {
 				return false, err.Error()
@@ -103,7 +106,7 @@ func TestBadAnnotations(t *testing.T) {
 	}
 	// The blade still obeys a valid annotation afterwards.
 	annotate(t, b.node, map[string]any{kbv1.AnnotationFanSpeed: "42"})
-	eventually(t, 10*time.Second, "valid fan-speed annotation after the bad ones", func() (bool, string) {
+	testwait.Eventually(t, 10*time.Second, "valid fan-speed annotation after the bad ones", func(context.Context) (bool, string) {
 		return b.sim.State().FanPercent == 42, fmt.Sprint(b.sim.State().FanPercent)
 	})
 }
@@ -111,6 +114,7 @@ func TestBadAnnotations(t *testing.T) {
 // TestBadBladeConfigs: every OpenAPI and CEL rule refuses a spec that
 // breaks it, on create and on update, and the stored object stays as it was.
 func TestBadBladeConfigs(t *testing.T) {
+	needCP(t)
 	cases := map[string]struct {
 		mutate func(s *kbv1.BladeConfigSpec)
 		want   string
@@ -140,6 +144,18 @@ func TestBadBladeConfigs(t *testing.T) {
 		"bad backend":       {func(s *kbv1.BladeConfigSpec) { s.Agent.Hardware.Backend = "mmio" }, "Unsupported value"},
 		"bad pull policy":   {func(s *kbv1.BladeConfigSpec) { s.DaemonSet.ImagePullPolicy = "Sometimes" }, "Unsupported value"},
 		"port out of range": {func(s *kbv1.BladeConfigSpec) { s.Agent.GRPC.Remote.Port = 70000 }, "should be less than or equal to 65535"},
+		"toleration effect": {func(s *kbv1.BladeConfigSpec) {
+			s.DaemonSet.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists, Effect: "NoScheduleAtAll"}}
+		}, "toleration effect must be NoSchedule, PreferNoSchedule or NoExecute"},
+		"toleration operator": {func(s *kbv1.BladeConfigSpec) {
+			s.DaemonSet.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: "Matches", Value: "x"}}
+		}, "toleration operator must be Exists or Equal"},
+		"toleration Exists with a value": {func(s *kbv1.BladeConfigSpec) {
+			s.DaemonSet.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists, Value: "x"}}
+		}, "a toleration with operator Exists takes no value"},
+		"bad image reference": {func(s *kbv1.BladeConfigSpec) { s.DaemonSet.Image = "ghcr.io/KubeBlade/kubeblade:v0.1.0" }, "spec.daemonSet.image"},
+		"negative hysteresis": {func(s *kbv1.BladeConfigSpec) { s.Agent.HysteresisCelsius = -1 },
+			"should be greater than or equal to 1"},
 		"too many steps": {func(s *kbv1.BladeConfigSpec) {
 			for i := 0; i < 17; i++ {
 				s.Agent.FanCurve = append(s.Agent.FanCurve, agentconfigv1.FanCurveStep{TemperatureCelsius: int32(i), Percent: 50})
@@ -156,7 +172,7 @@ func TestBadBladeConfigs(t *testing.T) {
 	stored := good.DeepCopy()
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			bc := &kbv1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: "rel-bad-" + strings.ReplaceAll(name, " ", "-")}}
+			bc := &kbv1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: "rel-bad-" + strings.ToLower(strings.ReplaceAll(name, " ", "-"))}}
 			tc.mutate(&bc.Spec)
 			err := k8s.Create(ctx, bc)
 			clear := err != nil && apierrors.IsInvalid(err) && strings.Contains(err.Error(), tc.want)
@@ -328,15 +344,10 @@ func TestUARTGarbage(t *testing.T) {
 		if _, err := master.Write(smartfan.Encode(smartfan.ValueFrame(smartfan.ReportFanRPM, rpm*10))); err != nil {
 			t.Fatal(err)
 		}
-		ok := false
-		deadline := time.Now().Add(smartfantest.Timeout)
-		for time.Now().Before(deadline) {
-			if v, err := c.FanRPM(); err == nil && v == float64(rpm) {
-				ok = true
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		ok := testwait.Poll(t.Context(), smartfantest.Timeout, func(context.Context) (bool, string) {
+			v, err := c.FanRPM()
+			return err == nil && v == float64(rpm), ""
+		}) == nil
 		summary.bad("UART garbage burst", ok)
 		if !ok {
 			v, err := c.FanRPM()

@@ -15,6 +15,7 @@ import (
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/clientconfig"
 	"github.com/kubeblade/kubeblade/internal/testenv"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 // agentBinary is RELIABILITY_AGENT (make reliability passes bin/kubeblade-agent)
@@ -92,6 +93,7 @@ func (p *agentProcess) status() (*bladeapiv1.StatusResponse, error) {
 // restored from the annotation within 2 s. The simulated hardware dies with
 // the process, so the restarted agent's own status is what is checked.
 func TestKillAgentMidIdentify(t *testing.T) {
+	needCP(t)
 	summary.fault(t, "agent kill -9 mid-identify")
 	bin := agentBinary(t)
 	node := "rel-kill"
@@ -100,12 +102,12 @@ func TestKillAgentMidIdentify(t *testing.T) {
 	kc := cp.kubeconfig(t)
 
 	p := startAgentProcess(t, bin, dir, kc, node)
-	eventually(t, 30*time.Second, "agent process serving", func() (bool, string) {
+	testwait.Eventually(t, 30*time.Second, "agent process serving", func(context.Context) (bool, string) {
 		_, err := p.status()
 		return err == nil, fmt.Sprint(err)
 	})
 	annotate(t, node, map[string]any{kbv1.AnnotationIdentify: "true"})
-	eventually(t, 10*time.Second, "identify on", func() (bool, string) {
+	testwait.Eventually(t, 10*time.Second, "identify on", func(context.Context) (bool, string) {
 		st, err := p.status()
 		return err == nil && st.IdentifyActive, fmt.Sprint(st, err)
 	})
@@ -118,7 +120,7 @@ func TestKillAgentMidIdentify(t *testing.T) {
 	restart := time.Now()
 	p2 := startAgentProcess(t, bin, dir, kc, node)
 	var serving time.Duration
-	eventually(t, 30*time.Second, "identify restored after kill -9", func() (bool, string) {
+	testwait.Eventually(t, 30*time.Second, "identify restored after kill -9", func(context.Context) (bool, string) {
 		st, err := p2.status()
 		if err == nil && serving == 0 {
 			serving = time.Since(restart)
@@ -138,7 +140,7 @@ func TestKillAgentMidIdentify(t *testing.T) {
 	if n.Annotations[kbv1.AnnotationIdentify] != "true" {
 		summary.lose(t, "identify annotation gone after the restart: %v", n.Annotations)
 	}
-	eventually(t, 30*time.Second, "Blade status from the new process", func() (bool, string) {
+	testwait.Eventually(t, 30*time.Second, "Blade status from the new process", func(context.Context) (bool, string) {
 		bl, err := (&blade{node: node}).getBlade()
 		return err == nil && bl.Status.Identify && bl.Status.State == kbv1.BladeStateIdentify, fmt.Sprint(err)
 	})

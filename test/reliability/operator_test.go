@@ -21,6 +21,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/hardware"
 	"github.com/kubeblade/kubeblade/internal/operator"
 	"github.com/kubeblade/kubeblade/internal/operator/agentdaemonset"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 // manager is one operator replica run in-process through operator.Setup,
@@ -88,7 +89,7 @@ func bladeConfig(t *testing.T, name, selector string) {
 
 func waitDaemonSet(t *testing.T, config string, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, "DaemonSet for BladeConfig "+config, func() (bool, string) {
+	testwait.Eventually(t, timeout, "DaemonSet for BladeConfig "+config, func(context.Context) (bool, string) {
 		ds := &appsv1.DaemonSet{}
 		err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "kubeblade-system", Name: agentdaemonset.NamePrefix + config}, ds)
 		return err == nil, fmt.Sprint(err)
@@ -101,6 +102,7 @@ func waitDaemonSet(t *testing.T, config string, timeout time.Duration) {
 // arrive, a new BladeConfig gets its DaemonSet, the Node is assigned, and
 // the agent applies that config.
 func TestEtcdRestart(t *testing.T) {
+	needCP(t)
 	downFor := durationEnv(t, "RELIABILITY_ETCD_DOWN", 10*time.Second)
 	summary.fault(t, fmt.Sprintf("etcd restarted (down %s)", downFor))
 	b := startBlade(t, "rel-etcd", map[string]string{"reliability": "etcd"})
@@ -123,7 +125,7 @@ func TestEtcdRestart(t *testing.T) {
 	defer sub.Close()
 	b.sim.PressButton()
 	b.sim.SetPower(hardware.PowerPoEOrUSBC)
-	eventually(t, 10*time.Second, "identify on locally", func() (bool, string) { return b.agent.Status().Identify, "" })
+	testwait.Eventually(t, 10*time.Second, "identify on locally", func(context.Context) (bool, string) { return b.agent.Status().Identify, "" })
 	time.Sleep(downFor)
 	if err := cp.startEtcd(); err != nil {
 		t.Fatal(err)
@@ -138,7 +140,7 @@ func TestEtcdRestart(t *testing.T) {
 	if after.UID != before.UID {
 		summary.lose(t, "Blade %s was recreated (uid %s → %s): etcd data did not survive", b.node, before.UID, after.UID)
 	}
-	eventually(t, 60*time.Second, "the blade's changes during the etcd outage", func() (bool, string) {
+	testwait.Eventually(t, 60*time.Second, "the blade's changes during the etcd outage", func(context.Context) (bool, string) {
 		n, err := b.getNode()
 		if err != nil {
 			return false, err.Error()
@@ -150,14 +152,14 @@ func TestEtcdRestart(t *testing.T) {
 		return n.Labels[kbv1.LabelPower] == string(hardware.PowerPoEOrUSBC) && bl.Status.Identify, fmt.Sprintf("%v %+v", n.Labels, bl.Status)
 	})
 	for _, r := range []core.Reason{core.ReasonButtonPressed, core.ReasonIdentifyStarted, core.ReasonPowerSourceChanged} {
-		eventually(t, 60*time.Second, "Event "+string(r), func() (bool, string) {
+		testwait.Eventually(t, 60*time.Second, "Event "+string(r), func(context.Context) (bool, string) {
 			got, err := events(b.node, string(r))
 			return err == nil && len(got) > 0, fmt.Sprint(err)
 		})
 	}
 	bladeConfig(t, "rel-etcd", "etcd")
 	waitDaemonSet(t, "rel-etcd", 60*time.Second)
-	eventually(t, 60*time.Second, "Node assigned and config applied by the agent", func() (bool, string) {
+	testwait.Eventually(t, 60*time.Second, "Node assigned and config applied by the agent", func(context.Context) (bool, string) {
 		n, err := b.getNode()
 		if err != nil {
 			return false, err.Error()
@@ -176,7 +178,7 @@ func TestEtcdRestart(t *testing.T) {
 func (b *blade) getBladeEventually(t *testing.T) (*kbv1.Blade, error) {
 	var bl *kbv1.Blade
 	var err error
-	eventually(t, 60*time.Second, "Blade readable after etcd restart", func() (bool, string) {
+	testwait.Eventually(t, 60*time.Second, "Blade readable after etcd restart", func(context.Context) (bool, string) {
 		bl, err = b.getBlade()
 		return err == nil, fmt.Sprint(err)
 	})
@@ -187,6 +189,7 @@ func (b *blade) getBladeEventually(t *testing.T) (*kbv1.Blade, error) {
 // stops the leader without releasing its lease (a crash), and expects the
 // other to take over and keep reconciling.
 func TestOperatorLeaderLoss(t *testing.T) {
+	needCP(t)
 	summary.fault(t, "operator leader lost")
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "rel-leader", Labels: map[string]string{"reliability": "leader"}}}
 	if err := k8s.Create(context.Background(), n); err != nil {
@@ -217,7 +220,7 @@ func TestOperatorLeaderLoss(t *testing.T) {
 	bladeConfig(t, "rel-leader-2", "leader-2")
 	waitDaemonSet(t, "rel-leader-2", 60*time.Second)
 	waitDaemonSet(t, "rel-leader-1", 5*time.Second)
-	eventually(t, 60*time.Second, "Node still assigned", func() (bool, string) {
+	testwait.Eventually(t, 60*time.Second, "Node still assigned", func(context.Context) (bool, string) {
 		got := &corev1.Node{}
 		if err := k8s.Get(context.Background(), client.ObjectKey{Name: n.Name}, got); err != nil {
 			return false, err.Error()

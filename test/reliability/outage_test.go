@@ -1,6 +1,7 @@
 package reliability
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/core"
 	"github.com/kubeblade/kubeblade/internal/hardware"
 	"github.com/kubeblade/kubeblade/internal/kubeevents"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 // TestAPIServerOutage kills kube-apiserver for RELIABILITY_OUTAGE (60s in
@@ -21,6 +23,7 @@ import (
 // within 2 s; once the API server is back, the condition, the labels, the
 // Blade status and every Event from the outage must arrive.
 func TestAPIServerOutage(t *testing.T) {
+	needCP(t)
 	outage := durationEnv(t, "RELIABILITY_OUTAGE", 5*time.Second)
 	summary.fault(t, fmt.Sprintf("API server down %s during overheat", outage))
 	b := startBlade(t, "rel-outage", nil)
@@ -46,7 +49,7 @@ func TestAPIServerOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.sim.SetTemperature(75)
-	eventually(t, 10*time.Second, "critical mode, locally", func() (bool, string) {
+	testwait.Eventually(t, 10*time.Second, "critical mode, locally", func(context.Context) (bool, string) {
 		st := b.agent.Status()
 		return st.Critical && b.sim.State().FanPercent == 100, fmt.Sprintf("critical=%v fan=%d", st.Critical, b.sim.State().FanPercent)
 	})
@@ -61,7 +64,7 @@ func TestAPIServerOutage(t *testing.T) {
 	// Everything the agent published while the API server was down.
 	var published []core.Reason
 	want := []core.Reason{core.ReasonCriticalTemperature, core.ReasonButtonPressed, core.ReasonIdentifyStarted, core.ReasonPowerSourceChanged}
-	eventually(t, 10*time.Second, "events of the outage published", func() (bool, string) {
+	testwait.Eventually(t, 10*time.Second, "events of the outage published", func(context.Context) (bool, string) {
 		for {
 			select {
 			case ev := <-sub.C():
@@ -80,7 +83,7 @@ func TestAPIServerOutage(t *testing.T) {
 		}
 		return true, ""
 	})
-	eventually(t, 30*time.Second, "events queued, API server unreachable", func() (bool, string) {
+	testwait.Eventually(t, 30*time.Second, "events queued, API server unreachable", func(context.Context) (bool, string) {
 		s := b.rep.Stats()
 		return s.Events.Pending >= len(want) && !s.Connected, fmt.Sprintf("%+v", s)
 	})
@@ -92,7 +95,7 @@ func TestAPIServerOutage(t *testing.T) {
 	restarted = true
 	back := time.Now()
 
-	eventually(t, 60*time.Second, "condition, labels and Blade status after the outage", func() (bool, string) {
+	testwait.Eventually(t, 60*time.Second, "condition, labels and Blade status after the outage", func(context.Context) (bool, string) {
 		n, err := b.getNode()
 		if err != nil {
 			return false, err.Error()
@@ -111,7 +114,7 @@ func TestAPIServerOutage(t *testing.T) {
 			bl.Status.Critical && bl.Status.Identify && bl.Status.PowerSource == string(hardware.PowerPoEOrUSBC)
 		return ok, fmt.Sprintf("condition=%v labels=%v blade=%+v", cond, n.Labels, bl.Status)
 	})
-	eventually(t, 60*time.Second, "event queue drained", func() (bool, string) {
+	testwait.Eventually(t, 60*time.Second, "event queue drained", func(context.Context) (bool, string) {
 		s := b.rep.Stats()
 		return s.Events.Pending == 0 && s.Connected, fmt.Sprintf("%+v", s)
 	})

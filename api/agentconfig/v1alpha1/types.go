@@ -23,8 +23,10 @@ type AgentConfig struct {
 	CriticalCelsius int32 `json:"criticalCelsius,omitempty"`
 
 	// HysteresisCelsius is how far below CriticalCelsius the temperature
-	// must fall before critical mode ends.
-	// +kubebuilder:validation:Minimum=0
+	// must fall before critical mode ends: at least 1 °C, so that a
+	// temperature hovering at the threshold cannot flap critical mode (and
+	// the fan, the LEDs and the taint) on and off every sample.
+	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=50
 	// +kubebuilder:default=5
 	// +optional
@@ -300,4 +302,20 @@ type MetricsConfig struct {
 	// "0" disables it).
 	// +optional
 	BindAddress string `json:"bindAddress,omitempty"`
+}
+
+// StartOnly are the sections of an AgentConfig an agent reads only when it
+// starts: its hardware backend, its gRPC listeners and its metrics address.
+// Everything else it applies live, without a restart. The operator rolls
+// the agent pods of a BladeConfig when these change.
+// +kubebuilder:object:generate=false
+type StartOnly struct {
+	Hardware HardwareConfig `json:"hardware"`
+	GRPC     GRPCConfig     `json:"grpc"`
+	Metrics  MetricsConfig  `json:"metrics"`
+}
+
+// StartOnly returns the sections of c that take effect only at start.
+func (c *AgentConfig) StartOnly() StartOnly {
+	return StartOnly{Hardware: c.Hardware, GRPC: c.GRPC, Metrics: c.Metrics}
 }

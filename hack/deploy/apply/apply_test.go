@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -24,6 +23,7 @@ import (
 	"github.com/kubeblade/kubeblade/hack/deploy/manifests"
 	"github.com/kubeblade/kubeblade/hack/deploy/render"
 	"github.com/kubeblade/kubeblade/internal/testenv"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 var (
@@ -90,17 +90,17 @@ func installMonitoringStubs(c context.Context) error {
 }
 
 func waitEstablished(c context.Context, name string) error {
-	return wait.PollUntilContextTimeout(c, 100*time.Millisecond, 30*time.Second, true, func(c context.Context) (bool, error) {
+	return testwait.Poll(c, 30*time.Second, func(c context.Context) (bool, string) {
 		crd, err := apiext.ApiextensionsV1().CustomResourceDefinitions().Get(c, name, metav1.GetOptions{})
 		if err != nil {
-			return false, nil
+			return false, err.Error()
 		}
 		for _, cond := range crd.Status.Conditions {
 			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
+				return true, ""
 			}
 		}
-		return false, nil
+		return false, fmt.Sprintf("CRD %s conditions %+v", name, crd.Status.Conditions)
 	})
 }
 
@@ -148,6 +148,7 @@ func createNamespace(t *testing.T, name string) {
 }
 
 func TestCRDsEstablished(t *testing.T) {
+	testenv.Need(t)
 	ch, err := render.Load(testenv.RepoRoot())
 	if err != nil {
 		t.Fatal(err)
@@ -175,6 +176,7 @@ func TestCRDsEstablished(t *testing.T) {
 // TestChartApplies renders the chart for several value sets and applies
 // every object, hooks included, to the API server.
 func TestChartApplies(t *testing.T) {
+	testenv.Need(t)
 	ch, err := render.Load(testenv.RepoRoot())
 	if err != nil {
 		t.Fatal(err)
@@ -253,6 +255,7 @@ func TestChartApplies(t *testing.T) {
 
 // TestPlainManifestsApply applies deploy/manifests as a kustomize user would.
 func TestPlainManifestsApply(t *testing.T) {
+	testenv.Need(t)
 	files, err := manifests.Files(ctx(t), testenv.RepoRoot())
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,9 @@ package render_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -97,7 +100,7 @@ func TestDefaults(t *testing.T) {
 		ctr["readinessProbe"].(map[string]any)["httpGet"].(map[string]any)["path"] != "/readyz" {
 		t.Errorf("probes: %v %v", ctr["livenessProbe"], ctr["readinessProbe"])
 	}
-	if img := ctr["image"]; img != "ghcr.io/kubeblade/kubeblade:0.1.0" {
+	if img := ctr["image"]; img != "ghcr.io/kubeblade/kubeblade:v0.1.0" {
 		t.Errorf("image = %v, want the appVersion tag", img)
 	}
 
@@ -222,4 +225,46 @@ func toStrings(v any) []string {
 		out = append(out, x.(string))
 	}
 	return out
+}
+
+// TestOneImageTagEverywhere: the chart's appVersion is the image tag that
+// `make image` stamps (the git tag, with its "v"), and every document and
+// rendered manifest names that tag, so no install path asks for an image
+// that was never pushed.
+func TestOneImageTagEverywhere(t *testing.T) {
+	root, err := render.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := render.Load(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, ver := ch.Metadata.AppVersion, ch.Metadata.Version
+	if app != "v"+ver {
+		t.Errorf("appVersion %q, want the chart version with the git tag's v: %q", app, "v"+ver)
+	}
+	ref := regexp.MustCompile(`ghcr\.io/kubeblade/kubeblade:([A-Za-z0-9_.-]+)`)
+	var files []string
+	for _, glob := range []string{"docs/*.md", "README.md", "deploy/helm/kubeblade/README.md", "deploy/manifests/*.yaml", "deploy/flux/*.yaml", "deploy/flux/app/*.yaml"} {
+		m, _ := filepath.Glob(filepath.Join(root, glob))
+		files = append(files, m...)
+	}
+	seen := 0
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ref.FindAllStringSubmatch(string(raw), -1) {
+			seen++
+			if m[1] != app {
+				rel, _ := filepath.Rel(root, f)
+				t.Errorf("%s names %s, want the tag %s", rel, m[0], app)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Error("no image reference found: the scan is broken")
+	}
 }

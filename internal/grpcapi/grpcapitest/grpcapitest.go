@@ -99,6 +99,9 @@ func Start(t testing.TB, o Options) *Blade {
 		b.Issuer, err = standalone.New(standalone.Options{
 			Dir: b.StateDir, Hostname: "localhost", Port: p, SocketPath: b.Socket,
 			Addresses: func() ([]net.IP, error) { return nil, nil },
+			ClientConfig: func(a standalone.Admin) ([]byte, error) {
+				return clientconfig.ForAdmin(a.Host, a.ServerHost, a.Port, a.SocketPath, a.CAPEM, a.Client.CertPEM, a.Client.KeyPEM)
+			},
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 //	POST /temperature?celsius=70     jump the SoC temperature
 //	POST /power?source=poe-or-usbc   PoE detect line
 //	POST /fan-stall?stalled=true     stall the fan
+//	POST /sensor-hang?hung=true      temperature reads block (a wedged bus)
 func ControlHandler(b *Blade) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /state", func(w http.ResponseWriter, r *http.Request) {
@@ -98,6 +99,15 @@ func ControlHandler(b *Blade) http.Handler {
 			return
 		}
 		b.SetFanStalled(v)
+		writeState(w, b)
+	})
+	mux.HandleFunc("POST /sensor-hang", func(w http.ResponseWriter, r *http.Request) {
+		v, err := strconv.ParseBool(r.URL.Query().Get("hung"))
+		if err != nil {
+			http.Error(w, "hung: want true or false", http.StatusBadRequest)
+			return
+		}
+		b.SetSensorHang(v)
 		writeState(w, b)
 	})
 	return mux

@@ -88,9 +88,12 @@ type Blade struct {
 	stealth bool
 	stalled bool
 	tempErr bool
-	closed  bool
-	button  chan hardware.ButtonEvent
-	writes  int
+	// hang, while non-nil, blocks temperature reads until it is closed
+	// (SetSensorHang(false) or Close).
+	hang   chan struct{}
+	closed bool
+	button chan hardware.ButtonEvent
+	writes int
 }
 
 var _ hardware.Backend = (*Blade)(nil)
@@ -235,6 +238,11 @@ func (b *Blade) SoCTemperature() (float64, error) {
 		return 0, err
 	}
 	b.mu.Lock()
+	if hang := b.hang; hang != nil {
+		b.mu.Unlock()
+		<-hang
+		b.mu.Lock()
+	}
 	defer b.mu.Unlock()
 	if b.tempErr {
 		return 0, fmt.Errorf("simulated thermal sensor: read error (injected)")
@@ -265,6 +273,10 @@ func (b *Blade) Close() error {
 	if !b.closed {
 		b.closed = true
 		close(b.button)
+		if b.hang != nil {
+			close(b.hang)
+			b.hang = nil
+		}
 	}
 	return nil
 }
@@ -349,6 +361,22 @@ func (b *Blade) SetTemperatureError(fail bool) {
 	b.tempErr = fail
 }
 
+// SetSensorHang makes temperature reads block until it is called with false
+// (or the blade is closed), as a read of an I2C or 1-Wire hwmon sensor can
+// block in the kernel while the bus is wedged. It is the fault that stops
+// an agent's loop from ticking, for the liveness probe's tests.
+func (b *Blade) SetSensorHang(hang bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case hang && b.hang == nil && !b.closed:
+		b.hang = make(chan struct{})
+	case !hang && b.hang != nil:
+		close(b.hang)
+		b.hang = nil
+	}
+}
+
 // State is a read-out of the simulated hardware.
 type State struct {
 	TemperatureCelsius float64              `json:"temperatureCelsius"`
@@ -356,6 +384,7 @@ type State struct {
 	FanPercent         uint8                `json:"fanPercent"`
 	FanRPM             float64              `json:"fanRPM"`
 	FanStalled         bool                 `json:"fanStalled"`
+	SensorHung         bool                 `json:"sensorHung"`
 	TopLED             string               `json:"topLED"`
 	EdgeLED            string               `json:"edgeLED"`
 	Stealth            bool                 `json:"stealth"`
@@ -376,6 +405,7 @@ func (b *Blade) State() State {
 		FanPercent:         b.duty,
 		FanRPM:             float64(b.effectiveDuty()) / 100 * b.opts.MaxRPM,
 		FanStalled:         b.stalled,
+		SensorHung:         b.hang != nil,
 		TopLED:             b.leds[hardware.LEDTop].String(),
 		EdgeLED:            b.leds[hardware.LEDEdge].String(),
 		Stealth:            b.stealth,

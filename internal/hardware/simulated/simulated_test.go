@@ -195,6 +195,9 @@ func TestControlHandler(t *testing.T) {
 		{"POST", "/power?source=mains", 400, "want poe-802.3at or poe-or-usbc"},
 		{"POST", "/fan-stall?stalled=true", 200, `"fanStalled": true`},
 		{"POST", "/fan-stall?stalled=maybe", 400, "want true or false"},
+		{"POST", "/sensor-hang?hung=true", 200, `"sensorHung": true`},
+		{"POST", "/sensor-hang?hung=false", 200, `"sensorHung": false`},
+		{"POST", "/sensor-hang?hung=perhaps", 400, "want true or false"},
 		{"POST", "/button", 200, `"load"`},
 		{"POST", "/button?hold=10ms", 200, `"load"`},
 		{"POST", "/button?hold=forever", 400, "want a duration"},
@@ -216,4 +219,38 @@ func TestControlHandler(t *testing.T) {
 		t.Errorf("POST /button, /button?hold=10ms queued %v, want %v", got, want)
 	}
 	_ = http.StatusOK
+}
+
+func TestSensorHangBlocksReadsUntilReleased(t *testing.T) {
+	for name, release := range map[string]func(*Blade){
+		"released": func(b *Blade) { b.SetSensorHang(false) },
+		"closed":   func(b *Blade) { _ = b.Close() },
+	} {
+		t.Run(name, func(t *testing.T) {
+			b, _ := newBlade(t, Options{})
+			b.SetSensorHang(true)
+			done := make(chan error, 1)
+			go func() {
+				_, err := b.SoCTemperature()
+				done <- err
+			}()
+			// The other sensors and the outputs keep working: only the
+			// thermal sensor's bus is wedged.
+			if _, err := b.FanRPM(); err != nil {
+				t.Fatalf("FanRPM while the sensor hangs: %v", err)
+			}
+			if err := b.SetFanPercent(50); err != nil {
+				t.Fatalf("SetFanPercent while the sensor hangs: %v", err)
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("SoCTemperature returned (%v) while the sensor hangs", err)
+			default:
+			}
+			release(b)
+			if err := <-done; err != nil {
+				t.Fatalf("SoCTemperature after release: %v", err)
+			}
+		})
+	}
 }

@@ -12,6 +12,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"net"
+	"strconv"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
@@ -20,6 +23,7 @@ import (
 
 	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/config"
 )
 
 // Paths on the host the agent needs.
@@ -130,6 +134,9 @@ func Build(bc *kbv1.BladeConfig, d Defaults) *appsv1ac.DaemonSetApplyConfigurati
 			corev1ac.VolumeMount().WithName("state").WithMountPath(StateDir),
 			corev1ac.VolumeMount().WithName("run").WithMountPath(SocketDir),
 		)
+	if live, ready := Probes(bc.Spec.Agent.Metrics.BindAddress); live != nil {
+		container.WithLivenessProbe(live).WithReadinessProbe(ready)
+	}
 	if r := spec.Resources; r != nil {
 		rr := corev1ac.ResourceRequirements()
 		if len(r.Limits) > 0 {
@@ -183,19 +190,15 @@ func Build(bc *kbv1.BladeConfig, d Defaults) *appsv1ac.DaemonSetApplyConfigurati
 }
 
 // AnnotationStartupConfig on the pod template carries a hash of the agent
-// settings that take effect only when the agent starts (hardware backend,
-// gRPC listeners, metrics address). Everything else in spec.agent is
-// applied live by the agents and must not roll the pods; a change to these
-// must, or it would never take effect.
+// settings that take effect only when the agent starts
+// (agentconfigv1.StartOnly). Everything else in spec.agent is applied live
+// by the agents and must not roll the pods; a change to these must, or it
+// would never take effect.
 const AnnotationStartupConfig = "kubeblade.io/startup-config-hash"
 
 // StartupConfigHash hashes the start-only sections of an agent config.
 func StartupConfigHash(a agentconfigv1.AgentConfig) string {
-	raw, _ := json.Marshal(struct {
-		Hardware agentconfigv1.HardwareConfig `json:"hardware"`
-		GRPC     agentconfigv1.GRPCConfig     `json:"grpc"`
-		Metrics  agentconfigv1.MetricsConfig  `json:"metrics"`
-	}{a.Hardware, a.GRPC, a.Metrics})
+	raw, _ := json.Marshal(a.StartOnly())
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:8])
 }
@@ -227,6 +230,51 @@ func tolerations(ts []corev1.Toleration) []*corev1ac.TolerationApplyConfiguratio
 		out = append(out, ac)
 	}
 	return out
+}
+
+// Probe timings of the agent container. Liveness restarts an agent whose
+// loop has stalled (the agent itself waits agent.MinStallAfter before it
+// reports that), after three failed probes; readiness follows the agent's
+// own view within a few seconds.
+const (
+	LivenessPeriodSeconds  = 10
+	ReadinessPeriodSeconds = 5
+	ProbeTimeoutSeconds    = 5
+	ProbeFailureThreshold  = 3
+)
+
+// Probes returns the agent container's liveness (/healthz) and readiness
+// (/readyz) probes on the agent's ops endpoint, spec.agent.metrics.bindAddress
+// (default config.DefaultMetricsAddress). The agent uses the host network,
+// so the kubelet probes it from the host: a wildcard bind is probed on
+// 127.0.0.1, a specific address on that address. With the endpoint
+// disabled ("0") or unparsable there is nothing to probe and both are nil.
+func Probes(bindAddress string) (live, ready *corev1ac.ProbeApplyConfiguration) {
+	if bindAddress == "" {
+		bindAddress = config.DefaultMetricsAddress
+	}
+	if bindAddress == "0" {
+		return nil, nil
+	}
+	host, portStr, err := net.SplitHostPort(bindAddress)
+	if err != nil {
+		return nil, nil
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil || port == 0 {
+		return nil, nil
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	probe := func(path string, period int32) *corev1ac.ProbeApplyConfiguration {
+		return corev1ac.Probe().
+			WithHTTPGet(corev1ac.HTTPGetAction().WithHost(host).WithPath(path).WithPort(intstr.FromInt32(int32(port))).WithScheme(corev1.URISchemeHTTP)).
+			WithPeriodSeconds(period).
+			WithTimeoutSeconds(ProbeTimeoutSeconds).
+			WithFailureThreshold(ProbeFailureThreshold)
+	}
+	return probe("/healthz", LivenessPeriodSeconds), probe("/readyz", ReadinessPeriodSeconds)
 }
 
 func hostPath(name, path string, typ corev1.HostPathType) *corev1ac.VolumeApplyConfiguration {

@@ -8,6 +8,7 @@ import (
 
 	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/config"
 )
 
 // Only start-only agent settings and spec.daemonSet may change the
@@ -53,5 +54,23 @@ func TestNames(t *testing.T) {
 	}
 	if ds.Labels[LabelManagedBy] != ManagedBy {
 		t.Errorf("managed-by %q: the uninstall command finds agent DaemonSets by it", ds.Labels[LabelManagedBy])
+	}
+}
+
+// The hash must not change between operator versions for the same
+// settings, or an upgrade of the operator would restart every agent.
+func TestStartupConfigHashIsStable(t *testing.T) {
+	for name, tc := range map[string]struct {
+		cfg  agentconfigv1.AgentConfig
+		want string
+	}{
+		"empty":              {agentconfigv1.AgentConfig{}, "0667bacae55c26c1"},
+		"the agent defaults": {config.Default(), "11bb259022eec025"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := StartupConfigHash(tc.cfg); got != tc.want {
+				t.Errorf("StartupConfigHash = %s, want %s (as before)", got, tc.want)
+			}
+		})
 	}
 }

@@ -141,12 +141,6 @@ func Ctx(t testing.TB) context.Context {
 	return c
 }
 
-// Eventually waits up to Timeout for cond; see testwait.Eventually.
-func Eventually(t testing.TB, what string, cond func(ctx context.Context) (bool, string)) {
-	t.Helper()
-	testwait.Eventually(t, Timeout, what, cond)
-}
-
 // Node is a Node object to create.
 func Node(name string, labels map[string]string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
@@ -237,7 +231,7 @@ func (e *Env) WaitConfigLabels(t testing.TB, want map[string]string) {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	Eventually(t, "kubeblade.io/config labels", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, Timeout, "kubeblade.io/config labels", func(ctx context.Context) (bool, string) {
 		got, err := e.ConfigLabels(ctx, names...)
 		if err != nil {
 			return false, err.Error()
@@ -254,7 +248,7 @@ func (e *Env) WaitConfigLabels(t testing.TB, want map[string]string) {
 func (e *Env) WaitStatus(t testing.TB, name string, cond func(*kbv1.BladeConfig) bool) *kbv1.BladeConfig {
 	t.Helper()
 	var bc *kbv1.BladeConfig
-	Eventually(t, "the status of BladeConfig "+name, func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, Timeout, "the status of BladeConfig "+name, func(ctx context.Context) (bool, string) {
 		bc = &kbv1.BladeConfig{}
 		if err := e.Client.Get(ctx, types.NamespacedName{Name: name}, bc); err != nil {
 			return false, err.Error()
@@ -285,7 +279,7 @@ func (e *Env) Events(ctx context.Context, kind, name string) (map[string][]strin
 func (e *Env) WaitEvent(t testing.TB, kind, name, reason string) string {
 	t.Helper()
 	var note string
-	Eventually(t, fmt.Sprintf("a %s Event regarding %s %s", reason, kind, name), func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, Timeout, fmt.Sprintf("a %s Event regarding %s %s", reason, kind, name), func(ctx context.Context) (bool, string) {
 		evs, err := e.Events(ctx, kind, name)
 		if err != nil {
 			return false, err.Error()

@@ -1,15 +1,15 @@
 // Package standalone issues the agent's mutual-TLS certificates without
 // Kubernetes: a CA, a serving certificate and an admin client certificate
 // kept in the agent's state directory, renewed before they expire, plus a
-// ready bladectl config for the local admin. It is the pki.CertificateSource
-// of an agent that runs outside a cluster.
+// ready client config for the local admin, in the format its caller gives
+// (agentd: bladectl's). It is the pki.CertificateSource of an agent that
+// runs outside a cluster.
 package standalone
 
 import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -18,12 +18,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"time"
 
 	"k8s.io/utils/clock"
 
-	"github.com/kubeblade/kubeblade/internal/clientconfig"
+	"github.com/kubeblade/kubeblade/internal/atomicfile"
 	"github.com/kubeblade/kubeblade/internal/pki"
 )
 
@@ -51,17 +50,33 @@ type Options struct {
 	Addresses func() ([]net.IP, error)
 	// ExtraSANs are extra DNS names or IPs for the serving certificate.
 	ExtraSANs []string
-	// Port and SocketPath go into the bladectl config written for the admin.
+	// Port and SocketPath go into the client config written for the admin.
 	Port       int
 	SocketPath string
 	// ServerHost is the host that config dials (default Hostname): the
 	// bind address when the listener is bound to one, because a Raspberry
 	// Pi OS hostname often resolves to 127.0.1.1, where nothing listens then.
 	ServerHost string
-	Clock      clock.WithTicker
-	Logger     *slog.Logger
+	// ClientConfig renders the admin's client config file (BladectlFile);
+	// nil writes none.
+	ClientConfig func(Admin) ([]byte, error)
+	Clock        clock.WithTicker
+	Logger       *slog.Logger
 	// Lifetimes override pki.CALifetime and pki.LeafLifetime (tests).
 	CALifetime, LeafLifetime time.Duration
+}
+
+// Admin is what the admin's client config holds: how to reach the blade
+// and the credentials to do it with.
+type Admin struct {
+	// Host names the blade; ServerHost is the host to dial (Options).
+	Host, ServerHost string
+	Port             int
+	SocketPath       string
+	// CAPEM is the CA the blade's serving certificate chains to.
+	CAPEM []byte
+	// Client is the admin's client certificate and key.
+	Client pki.KeyPair
 }
 
 // Issuer owns the certificates in Dir.
@@ -149,7 +164,7 @@ func (i *Issuer) Ensure() error {
 	if err != nil {
 		return fmt.Errorf("admin client certificate: %w", err)
 	}
-	if err := i.writeBladectlConfig(caPEM, adminPair); err != nil {
+	if err := i.writeClientConfig(caPEM, adminPair); err != nil {
 		return fmt.Errorf("bladectl config: %w", err)
 	}
 	serving, err := tls.X509KeyPair(serverPair.CertPEM, serverPair.KeyPEM)
@@ -309,38 +324,27 @@ func (i *Issuer) read(certName, keyName string) (pki.KeyPair, error) {
 // write stores the key first: a crash between the two writes leaves a
 // mismatched pair, which the next start detects and reissues.
 func (i *Issuer) write(certName, keyName string, kp pki.KeyPair) error {
-	if err := clientconfig.WriteFileAtomic(i.path(keyName), kp.KeyPEM, 0o600); err != nil {
+	if err := atomicfile.Write(i.path(keyName), kp.KeyPEM, 0o600); err != nil {
 		return err
 	}
-	return clientconfig.WriteFileAtomic(i.path(certName), kp.CertPEM, 0o644)
+	return atomicfile.Write(i.path(certName), kp.CertPEM, 0o644)
 }
 
-// writeBladectlConfig writes a config with the credentials inline, so the
-// admin can copy the one file to a workstation. It names the blade by its
-// hostname over mutual TLS, and "<hostname>-local" over the unix socket.
-func (i *Issuer) writeBladectlConfig(caPEM []byte, admin pki.KeyPair) error {
-	b64 := base64.StdEncoding.EncodeToString
-	host := i.o.Hostname
-	server := host
-	if i.o.ServerHost != "" {
-		server = i.o.ServerHost
+// writeClientConfig writes the admin's client config when it changed.
+func (i *Issuer) writeClientConfig(caPEM []byte, admin pki.KeyPair) error {
+	if i.o.ClientConfig == nil {
+		return nil
 	}
-	cfg := &clientconfig.Config{CurrentBlade: host}
-	cfg.Set(host, clientconfig.Blade{
-		Server:                   net.JoinHostPort(server, strconv.Itoa(i.o.Port)),
-		CertificateAuthorityData: b64(caPEM),
-		ClientCertificateData:    b64(admin.CertPEM),
-		ClientKeyData:            b64(admin.KeyPEM),
-	})
-	if i.o.SocketPath != "" {
-		cfg.Set(host+"-local", clientconfig.Blade{Server: "unix://" + i.o.SocketPath})
+	server := i.o.ServerHost
+	if server == "" {
+		server = i.o.Hostname
 	}
-	want, err := clientconfig.Marshal(cfg)
+	want, err := i.o.ClientConfig(Admin{Host: i.o.Hostname, ServerHost: server, Port: i.o.Port, SocketPath: i.o.SocketPath, CAPEM: caPEM, Client: admin})
 	if err != nil {
 		return err
 	}
 	if have, err := os.ReadFile(i.BladectlConfigPath()); err == nil && string(have) == string(want) {
 		return nil
 	}
-	return clientconfig.WriteFileAtomic(i.BladectlConfigPath(), want, 0o600)
+	return atomicfile.Write(i.BladectlConfigPath(), want, 0o600)
 }

@@ -23,6 +23,10 @@ func newIssuer(t *testing.T, dir string, clk *clocktesting.FakeClock, extra ...s
 	i, err := New(Options{
 		Dir: dir, Hostname: "blade1", ExtraSANs: extra, Port: 8081, SocketPath: "/run/kubeblade/agent.sock", Clock: clk,
 		Addresses: func() ([]net.IP, error) { return []net.IP{net.ParseIP("192.168.1.21")}, nil },
+		// bladectl's format, as agentd gives it.
+		ClientConfig: func(a Admin) ([]byte, error) {
+			return clientconfig.ForAdmin(a.Host, a.ServerHost, a.Port, a.SocketPath, a.CAPEM, a.Client.CertPEM, a.Client.KeyPEM)
+		},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -60,6 +60,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/config"
 	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
 	"github.com/kubeblade/kubeblade/internal/kubeagent"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 	"github.com/kubeblade/kubeblade/test/bench/internal/benchenv"
 )
 
@@ -136,7 +137,7 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 	// local read, not a list of 1 000 objects every poll.
 	blades := newBladeWatch(ctx, adminCfg)
 
-	settings, err := config.Settings(config.Default())
+	local, err := config.Check(config.Default())
 	if err != nil {
 		return err
 	}
@@ -151,11 +152,11 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 		// A short thermal time constant lets the fleet reach equilibrium
 		// quickly, so "steady state" is reached in seconds, not minutes.
 		sim := simulated.New(simulated.Options{Load: 0.2, TimeConstant: 2 * time.Second})
-		a, err := agent.New(agent.Options{Backend: sim, Settings: settings, ConfigName: "fleet-local", Version: "bench"})
+		a, err := agent.New(agent.Options{Backend: sim, Settings: local.Settings, ConfigName: "fleet-local", Version: "bench"})
 		if err != nil {
 			return err
 		}
-		rep, err := kubeagent.New(kubeagent.Options{Config: agentCfg, NodeName: name, Agent: a, Local: config.Default(), Heartbeat: heartbeat})
+		rep, err := kubeagent.New(kubeagent.Options{Config: agentCfg, NodeName: name, Agent: a, Local: local, Heartbeat: heartbeat})
 		if err != nil {
 			return err
 		}
@@ -182,13 +183,13 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 	}
 	defer func() { cancel(); wg.Wait() }()
 
-	tBlades, err := waitFor(timeout, func() bool { c, _ := blades.count(0); return c >= n })
+	tBlades, err := waitFor(ctx, timeout, func() bool { c, _ := blades.count(0); return c >= n })
 	if err != nil {
 		c, _ := blades.count(0)
 		return fmt.Errorf("only %d of %d Blades after %s", c, n, timeout)
 	}
 	fmt.Printf("all %d Blade objects exist %s after the agents started\n", n, tBlades.Round(time.Millisecond))
-	tGen1, err := waitFor(timeout, func() bool { _, c := blades.count(1); return c >= n })
+	tGen1, err := waitFor(ctx, timeout, func() bool { _, c := blades.count(1); return c >= n })
 	tGen1 += tBlades
 	if err != nil {
 		return fmt.Errorf("BladeConfig generation 1 not reported by all: %w", err)
@@ -213,7 +214,7 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 	if bc.Generation != 2 {
 		return fmt.Errorf("BladeConfig generation is %d after the update, want 2", bc.Generation)
 	}
-	tConfig, err := waitFor(timeout, func() bool { _, c := blades.count(2); return c >= n })
+	tConfig, err := waitFor(ctx, timeout, func() bool { _, c := blades.count(2); return c >= n })
 	if err != nil {
 		_, c := blades.count(2)
 		return fmt.Errorf("only %d of %d Blades report generation 2 after %s", c, n, timeout)
@@ -358,15 +359,12 @@ func toInt(v any) int64 {
 	return -1
 }
 
-// waitFor polls cond (a local read) every 50 ms and returns how long it
-// took to hold.
-func waitFor(timeout time.Duration, cond func() bool) (time.Duration, error) {
+// waitFor returns how long cond (a local read) took to hold, polled every
+// testwait.Interval.
+func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) (time.Duration, error) {
 	start := time.Now()
-	for !cond() {
-		if time.Since(start) > timeout {
-			return 0, fmt.Errorf("timed out after %s", timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := testwait.Poll(ctx, timeout, func(context.Context) (bool, string) { return cond(), "" }); err != nil {
+		return 0, fmt.Errorf("timed out after %s", timeout)
 	}
 	return time.Since(start), nil
 }

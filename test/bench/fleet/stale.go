@@ -59,7 +59,7 @@ func measureStale(ctx context.Context, cfg *rest.Config, admin client.Client, bl
 	}
 	fmt.Printf("killed %d agents in %s; the operator marks a Blade stale %s (3 × %s) after its last heartbeat\n",
 		n, time.Since(start).Round(time.Millisecond), kbv1.StaleHeartbeats*heartbeat, heartbeat)
-	d, err := waitFor(3*heartbeat+timeout, func() bool { return blades.unknown(killed) == n })
+	d, err := waitFor(ctx, 3*heartbeat+timeout, func() bool { return blades.unknown(killed) == n })
 	if err != nil {
 		return 0, 0, fmt.Errorf("only %d of %d killed agents' Blades marked Unknown: %w", blades.unknown(killed), n, err)
 	}

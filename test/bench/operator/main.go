@@ -28,6 +28,7 @@ import (
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/operator"
 	"github.com/kubeblade/kubeblade/internal/operator/placement"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 	"github.com/kubeblade/kubeblade/test/bench/internal/benchenv"
 )
 
@@ -173,17 +174,13 @@ func run(nNodes int, steady time.Duration, qps float32, burst int) error {
 		}
 	}()
 
+	// Both milestones are timed from start, polling the API server.
 	var assigned, accounted time.Duration
-	deadline := time.Now().Add(2 * time.Minute)
-	for assigned == 0 || accounted == 0 {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not settled after 2 minutes")
-		}
-		time.Sleep(100 * time.Millisecond) // poll interval
+	err = testwait.Poll(ctx, 2*time.Minute, func(ctx context.Context) (bool, string) {
 		if assigned == 0 {
 			var nl corev1.NodeList
 			if err := admin.List(ctx, &nl); err != nil {
-				return err
+				return false, err.Error()
 			}
 			ok := 0
 			for _, n := range nl.Items {
@@ -198,7 +195,7 @@ func run(nNodes int, steady time.Duration, qps float32, burst int) error {
 		if assigned != 0 && accounted == 0 {
 			var bl kbv1.BladeConfigList
 			if err := admin.List(ctx, &bl); err != nil {
-				return err
+				return false, err.Error()
 			}
 			ok := 0
 			for _, bc := range bl.Items {
@@ -211,6 +208,10 @@ func run(nNodes int, steady time.Duration, qps float32, burst int) error {
 				accounted = time.Since(start)
 			}
 		}
+		return assigned != 0 && accounted != 0, fmt.Sprintf("assigned after %s, accounted after %s (0: not yet)", assigned, accounted)
+	})
+	if err != nil {
+		return fmt.Errorf("not settled after 2 minutes: %w", err)
 	}
 	settle := cnt.reset()
 	fmt.Printf("all %d nodes assigned after %s; all %d BladeConfig statuses account for them after %s\n",

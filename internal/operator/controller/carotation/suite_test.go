@@ -13,6 +13,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/operator/casecret"
 	"github.com/kubeblade/kubeblade/internal/operator/controller/carotation"
 	"github.com/kubeblade/kubeblade/internal/operator/optest"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 // The CA rotation controller runs alone.
@@ -28,7 +29,7 @@ func waitCA(t *testing.T, e *optest.Env, what string, not *casecret.Authority) *
 	t.Helper()
 	key := types.NamespacedName{Namespace: optest.Namespace, Name: casecret.DefaultName}
 	var a *casecret.Authority
-	optest.Eventually(t, what, func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, optest.Timeout, what, func(ctx context.Context) (bool, string) {
 		var err error
 		if a, err = casecret.Load(ctx, e.Client, key); err != nil {
 			return false, err.Error()

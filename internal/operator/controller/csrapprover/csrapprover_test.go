@@ -16,6 +16,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/operator/controller/csrapprover"
 	"github.com/kubeblade/kubeblade/internal/operator/csrpolicy"
 	"github.com/kubeblade/kubeblade/internal/operator/optest"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 // The approver runs alone: nothing signs what it approves.
@@ -53,7 +54,7 @@ func TestAgentServingRules(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tc.csr.Signer = csrpolicy.SignerAgentServing
 			optest.CreateCSR(t, tc.cfg, tc.csr)
-			optest.Eventually(t, "a decision", func(context.Context) (bool, string) {
+			testwait.Eventually(t, optest.Timeout, "a decision", func(context.Context) (bool, string) {
 				return optest.Decision(e.GetCSR(t, tc.csr.Name)) != "", ""
 			})
 			c := e.GetCSR(t, tc.csr.Name)

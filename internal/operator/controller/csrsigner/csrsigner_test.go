@@ -20,6 +20,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/operator/controller/csrsigner"
 	"github.com/kubeblade/kubeblade/internal/operator/csrpolicy"
 	"github.com/kubeblade/kubeblade/internal/operator/optest"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 // The signer runs alone: the tests approve requests as a person would and
@@ -59,7 +60,7 @@ func ensureCA(t *testing.T, e *optest.Env) *casecret.Authority {
 // against the CA.
 func issued(t *testing.T, e *optest.Env, a *casecret.Authority, name string, usage x509.ExtKeyUsage) *x509.Certificate {
 	t.Helper()
-	optest.Eventually(t, "the certificate of "+name, func(context.Context) (bool, string) {
+	testwait.Eventually(t, optest.Timeout, "the certificate of "+name, func(context.Context) (bool, string) {
 		c := e.GetCSR(t, name)
 		return len(c.Status.Certificate) > 0, optest.Decision(c)
 	})
@@ -118,7 +119,7 @@ func TestRechecksAgentRequests(t *testing.T) {
 	ensureCA(t, e)
 	optest.CreateCSR(t, e.Impersonate("sg-node-2"), optest.CSR{Name: "sg-mistake", Signer: csrpolicy.SignerAgentServing, CommonName: "sg-node-3", Usages: serving})
 	e.Approve(t, "sg-mistake")
-	optest.Eventually(t, "the request failed", func(context.Context) (bool, string) {
+	testwait.Eventually(t, optest.Timeout, "the request failed", func(context.Context) (bool, string) {
 		c := e.GetCSR(t, "sg-mistake")
 		for _, cond := range c.Status.Conditions {
 			if cond.Type == certv1.CertificateFailed {

@@ -23,6 +23,7 @@ import (
 
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/operator/agentdaemonset"
+	"github.com/kubeblade/kubeblade/internal/operator/outcome"
 )
 
 const (
@@ -48,6 +49,9 @@ type Reconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
 	Defaults agentdaemonset.Defaults
+	// Outcome, when set, learns every apply's result, so the BladeConfig's
+	// status shows a DaemonSet the API server refused.
+	Outcome *outcome.Store
 }
 
 // SetupWithManager registers the controller. It reacts to spec changes of
@@ -76,7 +80,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if len(validation.IsValidLabelValue(bc.Name)) > 0 {
 		return ctrl.Result{}, nil
 	}
-	return ctrl.Result{}, r.reconcile(ctx, bc)
+	err := r.reconcile(ctx, bc)
+	if r.Outcome != nil {
+		r.Outcome.Record(ControllerName, bc, err)
+	}
+	return ctrl.Result{}, err
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, bc *kbv1.BladeConfig) error {

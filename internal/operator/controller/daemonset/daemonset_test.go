@@ -19,6 +19,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/operator/agentdaemonset"
 	"github.com/kubeblade/kubeblade/internal/operator/controller/daemonset"
 	"github.com/kubeblade/kubeblade/internal/operator/optest"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 // The daemonset controller runs alone.
@@ -47,7 +48,7 @@ func getDS(ctx context.Context, e *optest.Env, config string) (*appsv1.DaemonSet
 func waitDS(t *testing.T, e *optest.Env, config, what string, cond func(*appsv1.DaemonSet) bool) *appsv1.DaemonSet {
 	t.Helper()
 	var ds *appsv1.DaemonSet
-	optest.Eventually(t, "the DaemonSet of "+config+": "+what, func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, optest.Timeout, "the DaemonSet of "+config+": "+what, func(ctx context.Context) (bool, string) {
 		var err error
 		if ds, err = getDS(ctx, e, config); err != nil {
 			return false, err.Error()
@@ -101,6 +102,13 @@ func TestContents(t *testing.T) {
 	}
 	if c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
 		t.Error("the agent container must be privileged (GPIO character devices)")
+	}
+	// Probes on the agent's default ops endpoint, from the host (the pod
+	// uses the host network).
+	for path, p := range map[string]*corev1.Probe{"/healthz": c.LivenessProbe, "/readyz": c.ReadinessProbe} {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != path || p.HTTPGet.Port.IntValue() != 9666 || p.HTTPGet.Host != "127.0.0.1" {
+			t.Errorf("probe %s = %+v, want GET http://127.0.0.1:9666%s", path, p, path)
+		}
 	}
 	if len(c.Env) != 1 || c.Env[0].Name != "NODE_NAME" || c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
 		t.Errorf("env %+v, want NODE_NAME from spec.nodeName", c.Env)

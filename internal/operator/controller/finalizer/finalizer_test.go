@@ -17,6 +17,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/operator/agentdaemonset"
 	"github.com/kubeblade/kubeblade/internal/operator/controller/finalizer"
 	"github.com/kubeblade/kubeblade/internal/operator/optest"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 // The finalizer controller runs alone: the tests label Nodes and apply the
@@ -37,7 +38,7 @@ func TestDeletionRemovesDaemonSetAndLabels(t *testing.T) {
 		optest.Node("fin-3", map[string]string{"kbtest": "fin", kbv1.LabelConfig: "fin-other"}),
 		optest.Config("fin", 0, sel),
 	)
-	optest.Eventually(t, "the finalizer", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, optest.Timeout, "the finalizer", func(ctx context.Context) (bool, string) {
 		bc := &kbv1.BladeConfig{}
 		if err := e.Client.Get(ctx, types.NamespacedName{Name: "fin"}, bc); err != nil {
 			return false, err.Error()
@@ -53,7 +54,7 @@ func TestDeletionRemovesDaemonSetAndLabels(t *testing.T) {
 	if err := e.Client.Delete(optest.Ctx(t), e.GetConfig(t, "fin")); err != nil {
 		t.Fatal(err)
 	}
-	optest.Eventually(t, "the BladeConfig gone", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, optest.Timeout, "the BladeConfig gone", func(ctx context.Context) (bool, string) {
 		err := e.Client.Get(ctx, types.NamespacedName{Name: "fin"}, &kbv1.BladeConfig{})
 		if err == nil {
 			return false, "still there"

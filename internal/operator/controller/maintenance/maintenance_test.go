@@ -20,6 +20,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/kubeagent"
 	"github.com/kubeblade/kubeblade/internal/operator/controller/maintenance"
 	"github.com/kubeblade/kubeblade/internal/operator/optest"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 // TestDrainLifecycle: "true" cordons (kubeblade's cordon, recorded) and
@@ -55,7 +56,7 @@ func TestDrainLifecycle(t *testing.T) {
 	if !strings.Contains(note, "uncordoned") {
 		t.Errorf("MaintenanceEnded note %q", note)
 	}
-	optest.Eventually(t, "uncordoned and cleared", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, optest.Timeout, "uncordoned and cleared", func(ctx context.Context) (bool, string) {
 		n := getNode(t, e, "life-1")
 		for _, k := range []string{kbv1.AnnotationMaintenanceState, kbv1.AnnotationMaintenanceCordoned,
 			kbv1.AnnotationMaintenanceRequestedAt, kbv1.AnnotationMaintenanceDrainStartedAt} {
@@ -104,7 +105,7 @@ func TestBudgetBlocksThenFailsAndRetryByToggling(t *testing.T) {
 		deletePod(t, e, "pdb", p)
 	}
 	annotate(t, e, "pdb-1", map[string]any{kbv1.AnnotationMaintenance: "false"})
-	optest.Eventually(t, "state cleared", func(context.Context) (bool, string) {
+	testwait.Eventually(t, optest.Timeout, "state cleared", func(context.Context) (bool, string) {
 		_, has := getNode(t, e, "pdb-1").Annotations[kbv1.AnnotationMaintenanceState]
 		return !has, ""
 	})
@@ -127,7 +128,7 @@ func TestBudgetHonouredAndRetried(t *testing.T) {
 	// Several passes are refused (the controller passes every 200 ms here)
 	// and the pod stays.
 	first := op.Passes()
-	optest.Eventually(t, "three more passes refused by the budget", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, optest.Timeout, "three more passes refused by the budget", func(ctx context.Context) (bool, string) {
 		return op.Passes() >= first+3, fmt.Sprint(op.Passes() - first)
 	})
 	if !slices.Contains(podNames(t, e, "retry-1"), "retry/db-0") {
@@ -257,7 +258,7 @@ func runAgent(t *testing.T, e *optest.Env, node string) *bladeAgent {
 	if b.agent, err = agent.New(agent.Options{Backend: b.blade, Settings: settings, Version: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := kubeagent.New(kubeagent.Options{Config: e.Impersonate(node), NodeName: node, Agent: b.agent, Local: config.Default()})
+	rep, err := kubeagent.New(kubeagent.Options{Config: e.Impersonate(node), NodeName: node, Agent: b.agent, Local: checkedDefault(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +281,7 @@ func (b *bladeAgent) longPress(t *testing.T) {
 		down = earliest
 	}
 	b.blade.ButtonEdgeAt(down, hardware.ButtonDown)
-	optest.Eventually(t, "the long press decided", func(context.Context) (bool, string) {
+	testwait.Eventually(t, optest.Timeout, "the long press decided", func(context.Context) (bool, string) {
 		got := b.agent.Counters().Events[core.ReasonButtonLongPressed]
 		return got >= n, fmt.Sprint(got)
 	})
@@ -290,7 +291,7 @@ func (b *bladeAgent) longPress(t *testing.T) {
 
 func (b *bladeAgent) waitEdge(t *testing.T, what string, want core.LEDState) {
 	t.Helper()
-	optest.Eventually(t, what, func(context.Context) (bool, string) {
+	testwait.Eventually(t, optest.Timeout, what, func(context.Context) (bool, string) {
 		got := b.agent.Status().LEDs[hardware.LEDEdge]
 		return got == want, fmt.Sprintf("%+v", got)
 	})
@@ -310,7 +311,7 @@ func TestTwoLongPressesOneAtATime(t *testing.T) {
 	annotate(t, e, "press-2", map[string]any{kbv1.AnnotationFanPeer: "press-1"})
 	startOperator(t, e)
 	one, two := runAgent(t, e, "press-1"), runAgent(t, e, "press-2")
-	optest.Eventually(t, "fan peers synced under the agent RBAC", func(context.Context) (bool, string) {
+	testwait.Eventually(t, optest.Timeout, "fan peers synced under the agent RBAC", func(context.Context) (bool, string) {
 		return one.agent.Status().FanPeerState == core.PeerSynced && two.agent.Status().FanPeerState == core.PeerSynced,
 			fmt.Sprint(one.agent.Status().FanPeerState, two.agent.Status().FanPeerState)
 	})
@@ -331,4 +332,13 @@ func TestTwoLongPressesOneAtATime(t *testing.T) {
 	if v := getNode(t, e, "press-1").Annotations[kbv1.AnnotationMaintenance]; v != "false" {
 		t.Errorf("press-1 maintenance = %q after the second long press", v)
 	}
+}
+
+func checkedDefault(t *testing.T) config.Checked {
+	t.Helper()
+	c, err := config.Check(config.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/operator"
 	"github.com/kubeblade/kubeblade/internal/operator/controller/maintenance"
 	"github.com/kubeblade/kubeblade/internal/operator/optest"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 // The suite starts no shared manager: each test runs the maintenance
@@ -142,7 +143,7 @@ func getNode(t *testing.T, e *optest.Env, name string) *corev1.Node {
 func waitState(t *testing.T, e *optest.Env, node, want string) *corev1.Node {
 	t.Helper()
 	var n *corev1.Node
-	optest.Eventually(t, fmt.Sprintf("%s maintenance-state %q", node, want), func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, optest.Timeout, fmt.Sprintf("%s maintenance-state %q", node, want), func(ctx context.Context) (bool, string) {
 		n = &corev1.Node{}
 		if err := e.Client.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
 			return false, err.Error()

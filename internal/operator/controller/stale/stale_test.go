@@ -28,6 +28,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/operator"
 	"github.com/kubeblade/kubeblade/internal/operator/controller/stale"
 	"github.com/kubeblade/kubeblade/internal/operator/optest"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 // The stale controller runs alone.
@@ -51,7 +52,7 @@ func runAgent(t *testing.T, e *optest.Env, node string, heartbeat time.Duration)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := kubeagent.New(kubeagent.Options{Config: e.Impersonate(node), NodeName: node, Agent: a, Local: config.Default(),
+	rep, err := kubeagent.New(kubeagent.Options{Config: e.Impersonate(node), NodeName: node, Agent: a, Local: checkedDefault(t),
 		Heartbeat: heartbeat, MinInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +125,7 @@ func TestKilledAgentGoesStaleAndRecovers(t *testing.T) {
 	e.CreateAll(t, optest.Node("stale-1", nil))
 	const heartbeat = time.Second
 	kill := runAgent(t, e, "stale-1", heartbeat)
-	optest.Eventually(t, "a running agent's Blade", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, optest.Timeout, "a running agent's Blade", func(ctx context.Context) (bool, string) {
 		b, err := getBlade(ctx, e, "stale-1")
 		if err != nil {
 			return false, err.Error()
@@ -133,7 +134,7 @@ func TestKilledAgentGoesStaleAndRecovers(t *testing.T) {
 	})
 	kill()
 	killed := time.Now()
-	optest.Eventually(t, "the Blade marked stale", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, optest.Timeout, "the Blade marked stale", func(ctx context.Context) (bool, string) {
 		b, err := getBlade(ctx, e, "stale-1")
 		if err != nil {
 			return false, err.Error()
@@ -163,7 +164,7 @@ func TestKilledAgentGoesStaleAndRecovers(t *testing.T) {
 	}
 
 	runAgent(t, e, "stale-1", heartbeat)
-	optest.Eventually(t, "the mark cleared by the agent's heartbeat", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, optest.Timeout, "the mark cleared by the agent's heartbeat", func(ctx context.Context) (bool, string) {
 		b, err := getBlade(ctx, e, "stale-1")
 		if err != nil {
 			return false, err.Error()
@@ -183,7 +184,7 @@ func TestNodeWithoutBladeIsNotFlagged(t *testing.T) {
 	quiet := &kbv1.Blade{ObjectMeta: metav1.ObjectMeta{Name: "quiet"}}
 	e.CreateAll(t, quiet)
 	writeStatus(t, e, "quiet", time.Now().Add(-time.Hour), 60)
-	optest.Eventually(t, "the quiet Blade marked", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, optest.Timeout, "the quiet Blade marked", func(ctx context.Context) (bool, string) {
 		b, err := getBlade(ctx, e, "quiet")
 		return err == nil && stale.Marked(b), fmt.Sprint(err)
 	})
@@ -201,7 +202,7 @@ func TestFreshBladeWaitsForItsTime(t *testing.T) {
 	e.CreateAll(t, &kbv1.Blade{ObjectMeta: metav1.ObjectMeta{Name: "fresh"}}, &kbv1.Blade{ObjectMeta: metav1.ObjectMeta{Name: "fresh-marker"}})
 	writeStatus(t, e, "fresh", time.Now(), 300)
 	writeStatus(t, e, "fresh-marker", time.Now().Add(-time.Hour), 300)
-	optest.Eventually(t, "the old marker Blade marked (the controller ran)", func(ctx context.Context) (bool, string) {
+	testwait.Eventually(t, optest.Timeout, "the old marker Blade marked (the controller ran)", func(ctx context.Context) (bool, string) {
 		b, err := getBlade(ctx, e, "fresh-marker")
 		return err == nil && stale.Marked(b), fmt.Sprint(err)
 	})
@@ -229,4 +230,13 @@ func writeStatus(t *testing.T, e *optest.Env, name string, heartbeat time.Time, 
 		client.FieldOwner(kubeagent.FieldManager), &client.SubResourcePatchOptions{PatchOptions: client.PatchOptions{Force: ptr.To(true)}}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func checkedDefault(t *testing.T) config.Checked {
+	t.Helper()
+	c, err := config.Check(config.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -28,10 +28,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/operator/agentdaemonset"
 	"github.com/kubeblade/kubeblade/internal/operator/nodemeta"
+	"github.com/kubeblade/kubeblade/internal/operator/outcome"
 	"github.com/kubeblade/kubeblade/internal/operator/placement"
 )
 
@@ -56,6 +58,9 @@ const (
 	ReasonInvalidName     = "InvalidName"
 	ReasonInvalidSelector = "InvalidSelector"
 	ReasonReconcileError  = "ReconcileError"
+	// ReasonApplyFailed: a controller could not apply the BladeConfig (the
+	// API server refused its DaemonSet, say); the message is the error.
+	ReasonApplyFailed = "ApplyFailed"
 
 	ReasonNoConflict = "NoConflict"
 	ReasonNodesTaken = "NodesClaimedByOtherConfigs"
@@ -82,6 +87,9 @@ type Reconciler struct {
 	Namespace string
 	// NodeDelay batches Node events (DefaultNodeDelay if zero).
 	NodeDelay time.Duration
+	// Outcome holds the errors other controllers met applying a
+	// BladeConfig; any makes it Degraded.
+	Outcome *outcome.Store
 }
 
 // DefaultNodeDelay is how long Node label changes are batched.
@@ -102,7 +110,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	// many Nodes; each config is recomputed at most once per NodeDelay
 	// during a burst instead of once per event.
 	allConfigs := delayedAll{r: r, delay: r.nodeDelay()}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.Outcome != nil {
+		b = b.WatchesRawSource(source.Channel(r.Outcome.Changed(), &handler.EnqueueRequestForObject{}))
+	}
+	return b.
 		Named(ControllerName).
 		For(&kbv1.BladeConfig{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&appsv1.DaemonSet{}).
@@ -175,6 +187,9 @@ func appliedChanged() predicate.Funcs {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	bc := &kbv1.BladeConfig{}
 	if err := r.Client.Get(ctx, req.NamespacedName, bc); err != nil {
+		if apierrors.IsNotFound(err) && r.Outcome != nil {
+			r.Outcome.Forget(req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !bc.DeletionTimestamp.IsZero() {
@@ -268,6 +283,12 @@ func (r *Reconciler) reconcile(ctx context.Context, bc *kbv1.BladeConfig) error 
 		r.set(bc, kbv1.BladeConfigConflict, metav1.ConditionFalse, ReasonNoConflict, "No selected node belongs to another BladeConfig")
 	}
 	r.set(bc, kbv1.BladeConfigDegraded, metav1.ConditionFalse, ReasonNotDegraded, "")
+	if msg := r.failures(bc); msg != "" {
+		r.set(bc, kbv1.BladeConfigDegraded, metav1.ConditionTrue, ReasonApplyFailed, msg)
+		r.set(bc, kbv1.BladeConfigProgressing, metav1.ConditionFalse, ReasonApplyFailed, msg)
+		r.set(bc, kbv1.BladeConfigReady, metav1.ConditionFalse, ReasonApplyFailed, msg)
+		return nil
+	}
 
 	reason, msg := progress(bc, res.Matched[bc.Name], dsFound, ds)
 	if reason == ReasonComplete {
@@ -278,6 +299,19 @@ func (r *Reconciler) reconcile(ctx context.Context, bc *kbv1.BladeConfig) error 
 		r.set(bc, kbv1.BladeConfigReady, metav1.ConditionFalse, reason, msg)
 	}
 	return nil
+}
+
+// failures joins the errors other controllers met applying bc, each with
+// the controller's name, as the API server worded them.
+func (r *Reconciler) failures(bc *kbv1.BladeConfig) string {
+	if r.Outcome == nil {
+		return ""
+	}
+	var msgs []string
+	for _, f := range r.Outcome.Failures(bc.Name) {
+		msgs = append(msgs, fmt.Sprintf("%s (generation %d): %s", f.Controller, f.Generation, f.Message))
+	}
+	return strings.Join(msgs, "; ")
 }
 
 // progress says what, if anything, the config is still waiting for.

@@ -1,0 +1,72 @@
+package testenv
+
+import (
+	"testing"
+
+	"github.com/kubeblade/kubeblade/internal/testreq"
+)
+
+// recorder captures how a test ends without ending the real one.
+type recorder struct {
+	testing.TB
+	skipped, failed bool
+}
+
+func (r *recorder) Helper()               {}
+func (r *recorder) Skip(...any)           { r.skipped = true }
+func (r *recorder) Fatalf(string, ...any) { r.failed = true }
+func (r *recorder) Fatal(...any)          { r.failed = true }
+
+func withoutAssets(t *testing.T) {
+	t.Setenv("KUBEBUILDER_ASSETS", "")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	if _, err := AssetsDir(); err != ErrNoAssets {
+		t.Fatalf("AssetsDir = %v, want ErrNoAssets", err)
+	}
+}
+
+// fakeM runs tests the way testing.M does for Main.
+type fakeM func() int
+
+func (f fakeM) Run() int { return f() }
+
+// Without binaries, Main still runs the tests, and each one that needs
+// the control plane skips (plain go test) or fails (make test): a package
+// can no longer pass having run nothing.
+func TestMissingBinariesEndEachTest(t *testing.T) {
+	for name, tc := range map[string]struct {
+		required     string
+		skip, failed bool
+	}{
+		"plain go test skips": {"", true, false},
+		"make test fails":     {"1", false, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			withoutAssets(t)
+			t.Setenv(testreq.Env, tc.required)
+			ran := false
+			r := &recorder{}
+			code := Main(fakeM(func() int {
+				ran = true
+				if env := Need(r); env != nil {
+					t.Error("Need returned a control plane that cannot exist")
+				}
+				return 0
+			}), Options{}, func(*Env) { t.Error("started without a control plane") })
+			if !ran || code != 0 {
+				t.Fatalf("tests ran: %v, exit code %d", ran, code)
+			}
+			if r.skipped != tc.skip || r.failed != tc.failed {
+				t.Errorf("skipped=%v failed=%v, want skipped=%v failed=%v", r.skipped, r.failed, tc.skip, tc.failed)
+			}
+
+			// A Suite starts lazily and behaves the same.
+			s := NewSuite(Options{}, nil)
+			r = &recorder{}
+			s.Need(r)
+			if r.skipped != tc.skip || r.failed != tc.failed {
+				t.Errorf("Suite: skipped=%v failed=%v, want skipped=%v failed=%v", r.skipped, r.failed, tc.skip, tc.failed)
+			}
+		})
+	}
+}

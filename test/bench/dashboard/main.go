@@ -1,0 +1,415 @@
+// Command dashboard measures the rack view with many simulated blades on a
+// local API server (envtest): `bladectl dashboard` as its own process, the
+// page in headless Chromium. It reports the page's first paint and the time
+// until every blade is drawn, the browser's memory, and the CPU of the
+// dashboard server and of the browser while every blade's temperature
+// changes every 5 s (N/5 Blade status writes per second), plus how soon a
+// change shows on the page under that load.
+//
+//	go run ./test/bench/dashboard -bladectl bin/bladectl [-blades 1000] [-window 60s]
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/performance"
+	"github.com/chromedp/chromedp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubeblade/kubeblade/api/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/dashboard"
+	"github.com/kubeblade/kubeblade/internal/testbrowser"
+	"github.com/kubeblade/kubeblade/internal/testwait"
+	"github.com/kubeblade/kubeblade/test/bench/internal/benchenv"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench dashboard:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	bladectl := flag.String("bladectl", "bin/bladectl", "the bladectl binary to measure")
+	blades := flag.Int("blades", 1000, "simulated blades (20 per chassis)")
+	period := flag.Duration("period", 5*time.Second, "every blade's temperature changes once per period")
+	window := flag.Duration("window", 60*time.Second, "how long to measure CPU under load")
+	probes := flag.Int("probes", 20, "LED changes timed from the API write to the page")
+	flag.Parse()
+
+	fmt.Printf("machine: %d CPUs, load %s\n", nproc(), loadavg())
+	env, err := benchenv.Start(benchenv.Options{AdminQPS: 2000, AdminBurst: 4000})
+	if err != nil {
+		return err
+	}
+	defer env.Stop()
+	ctx := context.Background()
+
+	start := time.Now()
+	if err := createBlades(ctx, env.Admin, *blades); err != nil {
+		return err
+	}
+	fmt.Printf("fixtures: %d Nodes and Blades in %d chassis created in %.1f s\n", *blades, (*blades+19)/20, time.Since(start).Seconds())
+
+	dir, err := os.MkdirTemp("", "bench-dashboard")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := writeKubeconfig(kubeconfig, env); err != nil {
+		return err
+	}
+	srv, url, err := startDashboard(*bladectl, kubeconfig)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+
+	b, err := testbrowser.Start(ctx)
+	if err != nil {
+		return err
+	}
+	defer b.Stop()
+	tab, cancel := chromedp.NewContext(b.Ctx)
+	defer cancel()
+	if err := chromedp.Do(tab, chromedp.EmulateViewport(1920, 1080), chromedp.Navigate("about:blank")); err != nil {
+		return err
+	}
+
+	// First paint and the whole rack, on a cold page.
+	if err := chromedp.Do(tab, chromedp.Navigate(url)); err != nil {
+		return err
+	}
+	want := strconv.Itoa(*blades)
+	if err := testwait.Poll(ctx, 2*time.Minute, func(context.Context) (bool, string) {
+		n, err := chromedp.Run(tab, chromedp.Evaluate[int](`document.querySelectorAll("article.blade").length`))
+		return err == nil && strconv.Itoa(n) == want, fmt.Sprint(n, err)
+	}); err != nil {
+		return fmt.Errorf("the page never showed %d blades: %w", *blades, err)
+	}
+	// Times from the page's own clock, relative to the navigation's start.
+	marks, err := chromedp.Run(tab, chromedp.Evaluate[map[string]float64](`(() => {
+		const at = (n) => (performance.getEntriesByName(n)[0] || {startTime: -1}).startTime;
+		return {fcp: at("first-contentful-paint"), received: at("kubeblade:snapshot-received"), drawn: at("kubeblade:snapshot-drawn")};
+	})()`))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("first contentful paint %.0f ms; snapshot of %d blades received at %.0f ms, drawn at %.0f ms (after navigating)\n",
+		marks["fcp"], *blades, marks["received"], marks["drawn"])
+	heap, nodes, err := pageMetrics(tab)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("browser after load: JS heap %.1f MiB, %d DOM nodes, Chromium PSS %.0f MiB (all its processes)\n", heap, nodes, pssMiB(browserPIDs(b.Profile)))
+
+	// Load: every blade's temperature changes once per period, spread evenly.
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	var writes, failures atomic.Int64
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stopLoad()
+	wg.Go(func() { changeTemperatures(loadCtx, env.Admin, *blades, *period, &writes, &failures) })
+	// Let the load settle for one period before measuring.
+	time.Sleep(*period)
+	writes.Store(0)
+	srvBefore, err := cpuTicks([]int{srv.Process.Pid})
+	if err != nil {
+		return err
+	}
+	brPIDs := browserPIDs(b.Profile)
+	brBefore, _ := cpuTicks(brPIDs)
+	mStart := time.Now()
+
+	// Meanwhile: how soon an LED change shows, under that load.
+	var lat []time.Duration
+	for i := range *probes {
+		name := benchenv.NodeName(rand.IntN(*blades))
+		color := fmt.Sprintf("#%02x%02x%02x", 1+i, 0x40, 0x80)
+		patch := fmt.Sprintf(`{"status":{"leds":{"edge":{"color":%q,"pattern":"steady"}}}}`, color)
+		w := time.Now()
+		if err := env.Admin.Status().Patch(ctx, &v1alpha1.Blade{ObjectMeta: metav1.ObjectMeta{Name: name}}, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			return err
+		}
+		js := fmt.Sprintf(`(document.querySelector('article.blade[data-name=%q] .led.edge') || {dataset: {}}).dataset.color === %q`, name, color)
+		if err := testwait.Poll(ctx, 30*time.Second, func(context.Context) (bool, string) {
+			ok, err := chromedp.Run(tab, chromedp.Evaluate[bool](js))
+			return err == nil && ok, fmt.Sprint(err)
+		}); err != nil {
+			return fmt.Errorf("LED change on %s never showed: %w", name, err)
+		}
+		lat = append(lat, time.Since(w))
+		time.Sleep(*window / time.Duration(*probes))
+	}
+	for time.Since(mStart) < *window {
+		time.Sleep(100 * time.Millisecond)
+	}
+	elapsed := time.Since(mStart)
+	srvAfter, err := cpuTicks([]int{srv.Process.Pid})
+	if err != nil {
+		return err
+	}
+	brAfter, _ := cpuTicks(brPIDs)
+	n := writes.Load()
+	heap2, nodes2, err := pageMetrics(tab)
+	if err != nil {
+		return err
+	}
+	stopLoad()
+
+	fmt.Printf("load: %d Blade status writes in %.0f s (%.0f/s, target %.0f/s), %d failed\n", n, elapsed.Seconds(),
+		float64(n)/elapsed.Seconds(), float64(*blades)/period.Seconds(), failures.Load())
+	sticks := srvAfter - srvBefore
+	fmt.Printf("dashboard server (bladectl) CPU %.1f %% of one core (%.2f ms per Blade write), PSS %.0f MiB\n", pct(sticks, elapsed),
+		float64(sticks)*10/float64(max(n, 1)), pssMiB([]int{srv.Process.Pid}))
+	fmt.Printf("browser CPU %.1f %% of one core (all its processes), JS heap %.1f MiB, %d DOM nodes, Chromium PSS %.0f MiB\n",
+		pct(brAfter-brBefore, elapsed), heap2, nodes2, pssMiB(browserPIDs(b.Profile)))
+	slices.Sort(lat)
+	fmt.Printf("LED change shown on the page under load: p50 %d ms, max %d ms (%d probes)\n",
+		lat[len(lat)/2].Milliseconds(), lat[len(lat)-1].Milliseconds(), len(lat))
+	fmt.Printf("machine load after: %s\n", loadavg())
+	return nil
+}
+
+func createBlades(ctx context.Context, c client.Client, n int) error {
+	nodes := make([]*corev1.Node, n)
+	for i := range nodes {
+		nodes[i] = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: benchenv.NodeName(i), Labels: map[string]string{
+			v1alpha1.LabelBlade: "true", v1alpha1.LabelConfig: "default",
+			dashboard.LabelChassis: fmt.Sprintf("chassis-%02d", i/20+1), dashboard.LabelSlot: strconv.Itoa(i%20 + 1),
+		}}}
+	}
+	if err := benchenv.CreateNodes(ctx, c, 32, nodes); err != nil {
+		return err
+	}
+	return parallel(n, 32, func(i int) error {
+		name := benchenv.NodeName(i)
+		b := &v1alpha1.Blade{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if err := c.Create(ctx, b); err != nil {
+			return err
+		}
+		t := int32(40 + i%25)
+		rpm := int32(2730)
+		b.Status = v1alpha1.BladeStatus{NodeName: name, State: v1alpha1.BladeStateIdle, SoC: "simulated", FanUnit: "standard",
+			PowerSource: "poe-802.3at", TemperatureCelsius: &t, Fan: v1alpha1.BladeFanStatus{Percent: 35, RPM: &rpm, Mode: "auto"},
+			LEDs: v1alpha1.BladeLEDsStatus{Top: v1alpha1.LEDStatus{Color: "#000000", Pattern: "off"},
+				Edge: v1alpha1.LEDStatus{Color: "#001000", Pattern: "steady"}},
+			HardwareBackend: "simulated", AgentVersion: "bench", Config: &v1alpha1.AppliedConfig{Name: "default", Generation: 1},
+			HeartbeatTime: &metav1.Time{Time: time.Now()}}
+		if i%97 == 0 {
+			b.Status.LEDs.Edge = v1alpha1.LEDStatus{Color: "#100010", Pattern: "blink"}
+			b.Status.Identify = true
+		}
+		return c.Status().Update(ctx, b)
+	})
+}
+
+// changeTemperatures writes each blade's temperature once per period,
+// spread evenly, as N agents whose SoCs drift would.
+func changeTemperatures(ctx context.Context, c client.Client, n int, period time.Duration, writes, failures *atomic.Int64) {
+	tick := time.NewTicker(period / time.Duration(n))
+	defer tick.Stop()
+	jobs := make(chan int, 64)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for i := range jobs {
+				patch := fmt.Sprintf(`{"status":{"temperatureCelsius":%d}}`, 40+rand.IntN(30))
+				err := c.Status().Patch(ctx, &v1alpha1.Blade{ObjectMeta: metav1.ObjectMeta{Name: benchenv.NodeName(i)}},
+					client.RawPatch(types.MergePatchType, []byte(patch)))
+				if err == nil {
+					writes.Add(1)
+				} else if ctx.Err() == nil {
+					failures.Add(1)
+				}
+			}
+		})
+	}
+	for i := 0; ; i = (i + 1) % n {
+		select {
+		case <-ctx.Done():
+			close(jobs)
+			wg.Wait()
+			return
+		case <-tick.C:
+			select {
+			case jobs <- i:
+			default: // the writers are behind: count it as not written
+			}
+		}
+	}
+}
+
+func parallel(n, workers int, f func(i int) error) error {
+	var next atomic.Int64
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := f(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+func writeKubeconfig(path string, env *benchenv.Env) error {
+	cfg := env.Config
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["bench"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["bench"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+	kc.Contexts["bench"] = &clientcmdapi.Context{Cluster: "bench", AuthInfo: "bench"}
+	kc.CurrentContext = "bench"
+	return clientcmd.WriteToFile(*kc, path)
+}
+
+var urlRe = regexp.MustCompile(`http://127\.0\.0\.1:\d+/`)
+
+func startDashboard(bin, kubeconfig string) (*exec.Cmd, string, error) {
+	cmd := exec.Command(bin, "dashboard", "--listen", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	url := urlRe.FindString(line)
+	if url == "" {
+		_ = cmd.Process.Kill()
+		return nil, "", fmt.Errorf("bladectl dashboard printed %q (%v)", line, err)
+	}
+	go func() { _, _ = bufio.NewReader(out).WriteTo(os.Stdout) }()
+	return cmd, url, nil
+}
+
+func pageMetrics(tab context.Context) (heapMiB float64, domNodes int, err error) {
+	res, err := chromedp.Run(tab, func(ctx context.Context, t *chromedp.Target) (performance.GetMetricsResult, error) {
+		if _, err := cdp.Call(ctx, t, performance.Enable, performance.EnableParams{}); err != nil {
+			return performance.GetMetricsResult{}, err
+		}
+		return cdp.Call(ctx, t, performance.GetMetrics, cdp.Empty{})
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, m := range res.Metrics {
+		switch m.Name {
+		case "JSHeapUsedSize":
+			heapMiB = m.Value / (1 << 20)
+		case "Nodes":
+			domNodes = int(m.Value)
+		}
+	}
+	return heapMiB, domNodes, nil
+}
+
+// browserPIDs are the processes of the browser with this profile.
+func browserPIDs(profile string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(cmd), profile) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// cpuTicks is the user+system CPU time of the processes, in clock ticks.
+func cpuTicks(pids []int) (int64, error) {
+	var sum int64
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			return 0, err
+		}
+		// Fields after the command's closing parenthesis; utime and stime
+		// are fields 14 and 15 of the whole line.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		s, _ := strconv.ParseInt(f[12], 10, 64)
+		sum += u + s
+	}
+	return sum, nil
+}
+
+// pct is CPU ticks (USER_HZ = 100 on Linux) over a wall time, in percent of one core.
+func pct(ticks int64, d time.Duration) float64 { return float64(ticks) / 100 / d.Seconds() * 100 }
+
+// pssMiB is the proportional set size of the processes: shared pages
+// (Chromium's processes share many) are divided among their users, so the
+// sum is what they take together.
+func pssMiB(pids []int) float64 {
+	var kb int64
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "Pss:"); ok {
+				n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+				kb += n
+			}
+		}
+	}
+	return float64(kb) / 1024
+}
+
+func nproc() int {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	return strings.Count(string(b), "processor\t:")
+}
+
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
