@@ -369,9 +369,10 @@ func Validate(cfg agentconfigv1.AgentConfig) error {
 		}
 	}
 	switch cfg.Hardware.Backend {
-	case agentconfigv1.BackendAuto, agentconfigv1.BackendLinux, agentconfigv1.BackendSimulated:
+	case agentconfigv1.BackendAuto, agentconfigv1.BackendLinux, agentconfigv1.BackendSimulated,
+		agentconfigv1.BackendBCM2711, agentconfigv1.BackendBCM2712:
 	default:
-		add("hardware.backend: %q is not one of auto, linux, simulated", cfg.Hardware.Backend)
+		add("hardware.backend: %q is not one of auto, linux, simulated, bcm2711, bcm2712", cfg.Hardware.Backend)
 	}
 	switch cfg.Hardware.Linux.FanUnit {
 	case "", "auto", "standard", "smart", "none":

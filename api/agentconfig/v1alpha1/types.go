@@ -119,20 +119,27 @@ type LEDColors struct {
 }
 
 // HardwareBackend names a hardware backend.
-// +kubebuilder:validation:Enum=auto;linux;simulated
+// +kubebuilder:validation:Enum=auto;linux;simulated;bcm2711;bcm2712
 type HardwareBackend string
 
 const (
-	// BackendAuto picks linux on a blade. It never falls back to the
+	// BackendAuto picks linux on a blade, or the register backend of its
+	// SoC when no kernel driver provides the LEDs and /dev/mem is usable
+	// (Raspberry Pi OS; never Talos). It never falls back to the
 	// simulation: a blade that cannot be driven must say so.
 	BackendAuto      HardwareBackend = "auto"
 	BackendLinux     HardwareBackend = "linux"
 	BackendSimulated HardwareBackend = "simulated"
+	// BackendBCM2711 and BackendBCM2712 are the linux backend with the
+	// LEDs and a standard fan unit's PWM driven through the SoC's registers
+	// (<devRoot>/mem), as the old compute-blade-agent did.
+	BackendBCM2711 HardwareBackend = "bcm2711"
+	BackendBCM2712 HardwareBackend = "bcm2712"
 )
 
 // HardwareConfig selects and configures the hardware backend.
 type HardwareConfig struct {
-	// Backend is auto, linux or simulated.
+	// Backend is auto, linux, simulated, bcm2711 or bcm2712.
 	// +kubebuilder:default=auto
 	// +optional
 	Backend HardwareBackend `json:"backend,omitempty"`

@@ -20,6 +20,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/core"
 	"github.com/kubeblade/kubeblade/internal/eventbus"
 	"github.com/kubeblade/kubeblade/internal/grpcapi"
+	"github.com/kubeblade/kubeblade/internal/hardware"
 	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
 	"github.com/kubeblade/kubeblade/internal/pki"
 	"github.com/kubeblade/kubeblade/internal/pki/standalone"
@@ -40,6 +41,8 @@ type Options struct {
 	TCP bool
 	// Dir holds the socket and state (default t.TempDir()).
 	Dir string
+	// Missing removes capabilities from the simulated blade.
+	Missing []hardware.Capability
 }
 
 // Blade is a running agent with its endpoints.
@@ -64,7 +67,7 @@ func Start(t testing.TB, o Options) *Blade {
 		o.Dir = t.TempDir()
 	}
 	clk := clocktesting.NewFakeClock(Epoch)
-	sim := simulated.New(simulated.Options{Clock: clk, Load: 0.2})
+	sim := simulated.New(simulated.Options{Clock: clk, Load: 0.2, Missing: o.Missing})
 	settings, err := config.Settings(config.Default())
 	if err != nil {
 		t.Fatal(err)

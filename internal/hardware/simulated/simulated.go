@@ -157,7 +157,7 @@ func (b *Blade) need(c hardware.Capability) error {
 
 // Info implements hardware.Backend.
 func (b *Blade) Info() hardware.Info {
-	return hardware.Info{Backend: "simulated", IsBlade: true, SoC: "simulated", FanUnit: b.opts.FanUnit, Detail: "software blade"}
+	return hardware.Info{Backend: "simulated", IsBlade: true, SoC: "simulated", FanUnit: b.opts.FanUnit, Detail: "software blade; leds: simulated WS2812 pair"}
 }
 
 // Capabilities implements hardware.Backend.
