@@ -42,6 +42,16 @@ type AgentConfig struct {
 	// +optional
 	Stealth bool `json:"stealth,omitempty"`
 
+	// FanPeerLostPercent is the least fan duty while the fan peer (the
+	// blade the Node annotation kubeblade.io/fan-peer names, sharing this
+	// blade's standard fan unit) is missing or its heartbeat is older than
+	// three heartbeat periods: its heat is then unknown. Default 60.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=60
+	// +optional
+	FanPeerLostPercent *int32 `json:"fanPeerLostPercent,omitempty"`
+
 	// TachEnabled reads the fan tachometer (and so detects a stalled fan).
 	// Default true; turn it off for fans without a tach wire.
 	// +optional
@@ -90,6 +100,22 @@ type LEDColors struct {
 	// +kubebuilder:validation:Pattern=`^#[0-9a-fA-F]{6}$`
 	// +optional
 	CriticalColor string `json:"criticalColor,omitempty"`
+	// MaintenanceColor: the edge LED is steady in it while maintenance is
+	// requested or queued and blinks it while the Node drains; the top LED
+	// blinks it when the drain failed.
+	// +kubebuilder:validation:Pattern=`^#[0-9a-fA-F]{6}$`
+	// +optional
+	MaintenanceColor string `json:"maintenanceColor,omitempty"`
+	// SafeToPullColor is the edge LED's steady colour once the Node is
+	// drained: the blade may be pulled.
+	// +kubebuilder:validation:Pattern=`^#[0-9a-fA-F]{6}$`
+	// +optional
+	SafeToPullColor string `json:"safeToPullColor,omitempty"`
+	// NodeAttentionColor is the top LED's steady colour while the Node is
+	// cordoned by someone other than kubeblade or is not Ready.
+	// +kubebuilder:validation:Pattern=`^#[0-9a-fA-F]{6}$`
+	// +optional
+	NodeAttentionColor string `json:"nodeAttentionColor,omitempty"`
 }
 
 // HardwareBackend names a hardware backend.

@@ -278,7 +278,7 @@ func (b *Backend) openGPIO(cfg agentconfigv1.LinuxHardwareConfig, plat Platform,
 	b.chip = chip
 
 	if _, err := b.claim(gpio.ParseLineSpec(cfg.Lines.Button, lineButton), gpio.Request{
-		Consumer: "kubeblade-button", Bias: biasButton, Edge: gpio.EdgeFalling,
+		Consumer: "kubeblade-button", Bias: biasButton, Edge: gpio.EdgeBoth,
 		Debounce: ButtonDebounce, Handler: b.onButtonEdge,
 	}); err != nil {
 		miss(hardware.CapButton, err)
@@ -341,17 +341,23 @@ func (b *Backend) onButtonEdge(ev gpio.Event) {
 	if lag := b.drv.Now() - ev.Time; lag > 0 && lag < time.Minute {
 		now = now.Add(-lag)
 	}
-	b.deliverButton(now)
+	// Both edges, so the agent can time a press (long press = maintenance).
+	// The button is active low: falling is down, rising is up.
+	edge := hardware.ButtonDown
+	if ev.Rising {
+		edge = hardware.ButtonUp
+	}
+	b.deliverButton(now, edge)
 }
 
-func (b *Backend) deliverButton(t time.Time) {
+func (b *Backend) deliverButton(t time.Time, edge hardware.ButtonEdge) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return
 	}
 	select {
-	case b.buttons <- hardware.ButtonEvent{Time: t}:
+	case b.buttons <- hardware.ButtonEvent{Time: t, Edge: edge}:
 	default:
 		b.dropped++ // the agent is far behind; more presses add nothing
 	}
@@ -413,7 +419,7 @@ func (b *Backend) openFanUnit(o Options, plat Platform) hardware.FanUnit {
 	go func() {
 		defer close(b.forwardDone)
 		for t := range c.Buttons() {
-			b.deliverButton(t)
+			b.deliverButton(t, hardware.ButtonClick) // the unit reports presses, no releases
 		}
 	}()
 	return hardware.FanUnitSmart
