@@ -121,8 +121,8 @@ fuzz: ## Fuzz the smart fan unit's frame decoder for FUZZTIME (CI runs it briefl
 # The hardware rig: a small x86_64 kernel from Debian's linux-source-6.12
 # (built once, cached under ~/.cache/kubeblade/kernel) boots in QEMU with
 # each package's in-guest tests (build tag guest) as its init.
-GUEST_KERNEL_FRAGMENTS ?= hack/kernel/guest.config
-HWTEST_PKGS ?= ./internal/guest/ ./internal/hardware/linux/
+GUEST_KERNEL_FRAGMENTS ?= hack/kernel/guest.config hack/kernel/leds.config
+HWTEST_PKGS ?= ./internal/guest/ ./internal/hardware/linux/ ./test/kmod/
 
 .PHONY: hwtest
 hwtest: ## The linux backend's tests inside a QEMU guest on a real 6.12 kernel (gpio-sim, pwm-gpio); builds the kernel once.
@@ -130,6 +130,26 @@ hwtest: ## The linux backend's tests inside a QEMU guest on a real 6.12 kernel (
 	kernel=$$(hack/kernel/build.sh $(GUEST_KERNEL_FRAGMENTS)) && \
 	  KUBEBLADE_HWTEST=1 KUBEBLADE_GUEST_KERNEL=$$kernel KUBEBLADE_TEST_REQUIRED=1 KUBEBLADE_GUEST_LOGDIR=$(BIN)/hwtest \
 	  $(GOTEST) -count=1 -timeout 15m -v -run '^TestGuest' $(HWTEST_PKGS)
+
+# The kubeblade-leds kernel module (kernel/kubeblade-leds, GPL-2.0): its
+# KUnit suite and its in-guest test with the agent's linux backend run in
+# make hwtest (test/kmod); these build it on their own.
+.PHONY: kmod
+kmod: ## Build kubeblade-leds against the guest kernel (modpost checks its Module.symvers) into bin/kmod/x86_64.
+	@hack/kernel/deps.sh
+	kernel=$$(hack/kernel/build.sh $(GUEST_KERNEL_FRAGMENTS)) && hack/kernel/kmod.sh $$kernel/build $(BIN)/kmod/x86_64
+
+.PHONY: kunit
+kunit: ## kubeblade-leds' KUnit suite and module test, loaded into the QEMU guest (make hwtest's kernel, test/kmod only).
+	@$(MAKE) --no-print-directory hwtest HWTEST_PKGS=./test/kmod/
+
+.PHONY: kmod-arm64
+kmod-arm64: ## Cross-compile kubeblade-leds for arm64 against Debian's 6.12 (prepared tree cached), checkpatch --strict, modinfo.
+	hack/kernel/kmod-arm64.sh $(BIN)/kmod/arm64
+
+.PHONY: dkms
+dkms: ## Prove the kubeblade-leds DKMS package: dkms add + build against every installed kernel's headers, in a temporary tree.
+	hack/kernel/dkms.sh
 
 .PHONY: bench-hw
 bench-hw: ## Go benchmarks of tach decoding and the smart fan unit codec.

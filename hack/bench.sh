@@ -7,7 +7,8 @@
 #
 # Knobs (environment): BENCH_FOOTPRINT_SECONDS (60), BENCH_BENCHTIME (50x),
 # BENCH_AGENTS (1000), BENCH_FLEET_WINDOW (5m), BENCH_FLEET_QUIET (90s),
-# BENCH_OPERATOR_NODES (1000), BENCH_OPERATOR_STEADY (60s).
+# BENCH_OPERATOR_NODES (1000), BENCH_OPERATOR_STEADY (60s), BENCH_STALE_KILL (100),
+# BENCH_STALE_HEARTBEAT (30s).
 # Expects `make build build-standalone envtest-assets` to have run (make bench does).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -54,6 +55,10 @@ step "Kubernetes-mode latency and writes (go test -bench, ${BENCH_BENCHTIME:-50x
 run gobench go test ./internal/kubeagent/ -run '^$' -bench . -benchtime "${BENCH_BENCHTIME:-50x}" -count 1
 step "fleet: $agents simulated agents in one process against one API server"
 run fleet go run ./test/bench/fleet -agents "$agents" -window "${BENCH_FLEET_WINDOW:-5m}" -quiet "${BENCH_FLEET_QUIET:-90s}"
+step "fleet with fan-peer pairs: $agents agents, every two sharing a fan unit"
+run fleet-peers go run ./test/bench/fleet -agents "$agents" -fan-peers -window "${BENCH_FLEET_WINDOW:-5m}" -quiet "${BENCH_FLEET_QUIET:-90s}"
+step "fleet: stale detection, ${BENCH_STALE_KILL:-100} of $agents agents killed at once (heartbeat ${BENCH_STALE_HEARTBEAT:-30s})"
+run fleet-stale go run ./test/bench/fleet -agents "$agents" -fan-peers -heartbeat "${BENCH_STALE_HEARTBEAT:-30s}" -window 0 -kill "${BENCH_STALE_KILL:-100}"
 step "operator: $opnodes Nodes, 3 BladeConfigs"
 run operator go run ./test/bench/operator -nodes "$opnodes" -steady "${BENCH_OPERATOR_STEADY:-60s}"
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -62,7 +67,7 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 rss() { awk '/RSS now/{gsub(/[(),]/,""); printf "%s MiB (anon %s, file %s)", $3, $6, $9}' "$logs/$1"; }
 cpu() { awk '/CPU /{printf "%s %%", $2}' "$logs/$1"; }
 metric() { awk -v b="$1" -v u="$2" '$1 ~ "^"b"-" {for (i = 3; i < NF; i++) if ($(i+1) == u) print $i}' "$logs/gobench"; }
-fleet() { sed -n 's/.*fleet-result //p' "$logs/fleet" | tr ' ' '\n' | awk -F= -v k="$1" '$1 == k {print $2}'; }
+fleet() { sed -n 's/.*fleet-result //p' "$logs/${2:-fleet}" | tr ' ' '\n' | awk -F= -v k="$1" '$1 == k {print $2}'; }
 opassign=$(sed -n 's/^all [0-9]* nodes assigned after \([^;]*\);.*after \(.*\)$/\1 (statuses accounted: \2)/p' "$logs/operator")
 opsteady=$(sed -n 's/^steady state: \([0-9.]*\) writes\/min excluding.*(\([0-9.]*\)\/min including them)/\1 writes\/min (\2 with lease renewals)/p' "$logs/operator")
 fwin=$(fleet window_s)
@@ -84,6 +89,8 @@ table=$(cat <<EOF
 | fleet: API writes at steady state | $(fleet writes_per_min)/min = $(fleet writes_per_blade_5min) per blade per 5 min (${fwin} s window) | ≤ 1 per blade per 5 min |
 | fleet: memory per agent | $(fleet heap_kib) KiB heap in use, $(fleet sys_kib) KiB runtime Sys | |
 | fleet: CPU at steady state, all agents | $(fleet cpu_pct) % of one core | |
+| fleet, fan-peer pairs: API writes at steady state | $(fleet writes_per_min fleet-peers)/min = $(fleet writes_per_blade_5min fleet-peers) per blade per 5 min | ≤ 1 per blade per 5 min more than without |
+| fleet: $(fleet killed fleet-stale) agents killed at once, all marked stale | $(fleet stale_after_kill_s fleet-stale) s after the kill (worst $(fleet stale_after_heartbeat_s fleet-stale) s after a last heartbeat), heartbeat ${BENCH_STALE_HEARTBEAT:-30s} | ≤ 3 heartbeats + 10 s |
 | operator: $opnodes Nodes assigned | $opassign | ≤ 10 s |
 | operator: writes at steady state | $opsteady | 0 |
 EOF
@@ -137,6 +144,17 @@ for the cores during the run, which inflates every latency and throughput figure
   only its heartbeat. Memory per agent is the Go heap in use (and runtime \`Sys\`) after
   the run minus before the fleet started, divided by the number of agents; the API
   server's and etcd's memory is not included.
+- **fan-peer pairs** — the same fleet with \`-fan-peers\`: blades 2i and 2i+1 declare each
+  other as fan peer (\`kubeblade.io/fan-peer\`), so every agent also watches its peer's
+  Blade by name and follows its demand; steady-state writes as above. The difference to
+  the line above is what fan sync costs.
+- **stale detection** — the fleet with \`-kill\`: the operator runs in the harness's
+  process; after start-up the agents of the first N blades stop at once (their Blades
+  stay, as with crashed pods) and the harness's Blade watch times until each is marked
+  \`Unknown\`. Three heartbeat periods at the default 5 min would be 15 min, so this run
+  shortens every agent's heartbeat (\`-heartbeat\`; agents publish their period in
+  \`status.heartbeatPeriodSeconds\`, which the operator reads) and skips the
+  steady-state count.
 - **operator** — \`test/bench/operator\` (also \`make bench-operator\`): 1 000 Nodes and three
   overlapping BladeConfigs; time until every Node carries the right label and every
   BladeConfig status accounts for its Nodes; writes per minute once settled.

@@ -40,7 +40,11 @@ go build -o bin/localcluster ./hack/localcluster
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/kubeblade-demo.XXXXXX")
 pid=""
+restarted=""
 cleanup() {
+  if [ -n "$restarted" ] && kill -0 "$restarted" 2>/dev/null; then
+    kill -TERM "$restarted"; wait "$restarted" 2>/dev/null || true
+  fi
   if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
     echo; echo "Stopping agents, operator, controllers and control plane..."
     kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
@@ -113,6 +117,19 @@ In another shell:
   bladectl --blade blade-1 status;  bladectl -A monitor
   bladectl --node blade-1 status;   bladectl --node blade-3 identify
   bladectl --blade blade-2 led edge ff8000;  bladectl --blade blade-2 led edge clear
+
+  # blades 1 and 2 share a fan unit (kubeblade.io/fan-peer): each drives the higher demand
+  kubectl get blades -o custom-columns='NAME:.metadata.name,DEMAND:.status.fan.demandPercent,PEER:.status.fan.peer.name,SYNC:.status.fan.peer.state'
+  kubectl annotate node blade-2 kubeblade.io/fan-speed=90 --overwrite   # blade-1's fan follows to 90 %
+
+  # maintenance from the button: hold blade-3's button 3.5 s (cordon, drain, edge LED steady blue)
+  kubectl apply -f hack/demo/workload.yaml
+  curl -s -X POST --unix-socket $DEMO_DIR/blades/blade-3/state/simulator.sock 'http://blade/button?hold=3.5s'
+  kubectl get nodes -L kubeblade.io/config -o custom-columns='NAME:.metadata.name,MAINTENANCE:.metadata.annotations.kubeblade\.io/maintenance-state,UNSCHEDULABLE:.spec.unschedulable'
+  # hold it again to end maintenance (uncordoned)
+
+  # kill an agent: after three heartbeats (10 s each here) its Blade is Unknown, its peer floors its fan
+  kill -9 \$(pgrep -f 'kubeblade-agent.*--node-name=blade-2');  kubectl get blades -w
 EOF
 
 if [ "$scripted" != 1 ]; then
@@ -183,5 +200,59 @@ url=$(grep -o 'http://127.0.0.1:[0-9]*/' "$dir/dashboard.log" | head -1)
 echo "  $(head -1 "$dir/dashboard.log")"
 until_ok "the page's stream shows blade-1 in demo-rack" 20 '{ curl -sN -m 2 "${url}api/stream" || true; } | grep -q "\"name\":\"blade-1\",\"chassis\":\"demo-rack\""'
 kill "$dpid"; wait "$dpid" 2>/dev/null || true
+
+bold "8. Blades 1 and 2 share a standard fan unit (kubeblade.io/fan-peer): each drives the higher demand"
+simstate() { curl -fsS --unix-socket "$DEMO_DIR/blades/$1/state/simulator.sock" http://blade/state; }
+run kubectl get nodes -o custom-columns='NAME:.metadata.name,FAN-PEER:.metadata.annotations.kubeblade\.io/fan-peer'
+until_ok "blade-1 follows blade-2 (fan.peer.state Synced)" 30 'test "$(jp blade/blade-1 '\''{.status.fan.peer.state}'\'')" = Synced'
+until_ok "blade-2 follows blade-1" 30 'test "$(jp blade/blade-2 '\''{.status.fan.peer.state}'\'')" = Synced'
+run kubectl annotate node blade-2 kubeblade.io/fan-speed=90 --overwrite
+until_ok "blade-2 publishes demand 90" 20 'test "$(jp blade/blade-2 '\''{.status.fan.demandPercent}'\'')" = 90'
+until_ok "blade-1's fan runs at blade-2's 90 % (simulated hardware)" 20 'simstate blade-1 | grep -q "\"fanPercent\": 90,"'
+run kubectl get blades -o custom-columns='NAME:.metadata.name,DEMAND:.status.fan.demandPercent,PEER:.status.fan.peer.name,SYNC:.status.fan.peer.state'
+run kubectl annotate node blade-2 kubeblade.io/fan-speed-
+
+bold "9. Hold blade-3's button for 3.5 s: maintenance (cordon, drain through the Eviction API, safe to pull)"
+run kubectl apply -f hack/demo/workload.yaml
+until_ok "3 web pods running, one per blade" 60 'test "$(kubectl -n demo get pods -l app=web --field-selector status.phase=Running -o name | wc -l)" = 3'
+until_ok "a web pod on blade-3" 30 'kubectl -n demo get pods -l app=web --field-selector spec.nodeName=blade-3 -o name | grep -q .'
+run curl -s -o /dev/null -X POST --unix-socket "$DEMO_DIR/blades/blade-3/state/simulator.sock" 'http://blade/button?hold=3.5s'
+until_ok "kubeblade.io/maintenance=true on blade-3 (the long press)" 10 'test "$(jp node/blade-3 '\''{.metadata.annotations.kubeblade\.io/maintenance}'\'')" = true'
+until_ok "ButtonLongPressed Event" 10 'event_seen blade-3 ButtonLongPressed'
+until_ok "blade-3 drained (kubeblade.io/maintenance-state)" 90 'test "$(jp node/blade-3 '\''{.metadata.annotations.kubeblade\.io/maintenance-state}'\'')" = drained'
+test "$(jp node/blade-3 '{.spec.unschedulable}')" = true || fail "blade-3 is not cordoned"
+echo "  ok: blade-3 cordoned"
+until_ok "no web pod left on blade-3" 30 '! kubectl -n demo get pods -l app=web --field-selector spec.nodeName=blade-3 -o name | grep -q .'
+for r in MaintenanceRequested Draining Drained; do until_ok "$r Event" 10 "event_seen blade-3 $r"; done
+until_ok "blade-3's edge LED steady safe-to-pull blue (#000040)" 10 'simstate blade-3 | grep -q "\"edgeLED\": \"#000040\"" && test "$(jp blade/blade-3 '\''{.status.leds.edge.pattern}'\'')" = steady'
+run kubectl get nodes -o custom-columns='NAME:.metadata.name,MAINTENANCE:.metadata.annotations.kubeblade\.io/maintenance-state,UNSCHEDULABLE:.spec.unschedulable'
+run kubectl get events --field-selector involvedObject.name=blade-3 --sort-by=.eventTime
+bold "   Hold it again: maintenance ends, kubeblade's cordon is lifted"
+run curl -s -o /dev/null -X POST --unix-socket "$DEMO_DIR/blades/blade-3/state/simulator.sock" 'http://blade/button?hold=3.5s'
+until_ok "MaintenanceEnded Event" 20 'event_seen blade-3 MaintenanceEnded'
+until_ok "blade-3 uncordoned" 10 'test "$(jp node/blade-3 '\''{.spec.unschedulable}'\'')" != true'
+until_ok "blade-3's edge LED back to idle green (#001000)" 10 'simstate blade-3 | grep -q "\"edgeLED\": \"#001000\""'
+
+bold "10. Kill blade-2's agent (kill -9): the operator marks its Blade stale, blade-1 loses its fan peer"
+agent2=$(pgrep -f "kubeblade-agent.*--node-name=blade-2" | head -n1)
+[ -n "$agent2" ] || fail "no agent process for blade-2"
+agent2_args=$(tr '\0' ' ' < "/proc/$agent2/cmdline")
+run kill -9 "$agent2"
+echo "  (heartbeat 10 s here: stale after three, 30 s)"
+until_ok "blade-2 STATE Unknown (AgentReady=Unknown, HeartbeatStale)" 60 'test "$(jp blade/blade-2 '\''{.status.state}'\'')" = Unknown'
+test "$(jp blade/blade-2 '{.status.conditions[?(@.type=="AgentReady")].reason}')" = HeartbeatStale || fail "AgentReady reason is not HeartbeatStale"
+until_ok "AgentStale Warning Event on blade-2" 10 'event_seen blade-2 AgentStale'
+until_ok "FanPeerLost Warning Event on blade-1" 30 'event_seen blade-1 FanPeerLost'
+until_ok "blade-1's fan at least at fanPeerLostPercent (60 %)" 10 'simstate blade-1 | grep -Eq "\"fanPercent\": ([6-9][0-9]|100),"'
+run kubectl get blades
+bold "   Start blade-2's agent again (a kubelet would): heartbeats resume, the marks clear"
+# shellcheck disable=SC2086
+(cd "$DEMO_DIR/blades/blade-2" && exec $agent2_args >>"$DEMO_DIR/logs/agent-blade-2.restarted.log" 2>&1) &
+restarted=$!
+until_ok "blade-2 no longer Unknown" 60 'test "$(jp blade/blade-2 '\''{.status.state}'\'')" != Unknown'
+until_ok "FanPeerRestored Event on blade-1" 30 'event_seen blade-1 FanPeerRestored'
+run kubectl get blades
+kill -TERM "$restarted" 2>/dev/null || true
+wait "$restarted" 2>/dev/null || true
 
 bold "Demo walk-through passed"

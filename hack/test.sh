@@ -61,5 +61,7 @@ run deploy-test continue
 run e2e continue
 run hwtest continue
 run e2e-kubelet continue
+run kmod-arm64 continue
+run dkms continue
 
 report

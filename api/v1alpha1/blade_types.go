@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -13,7 +15,22 @@ const (
 	BladeStateStealth    = "Stealth"
 	BladeStateIdle       = "Idle"
 	BladeStateStopped    = "Stopped"
+	// BladeStateUnknown is set by the operator when the agent's heartbeat
+	// is older than three heartbeat periods: nobody knows the blade's state.
+	BladeStateUnknown = "Unknown"
 )
+
+// BladeReasonHeartbeatStale is the AgentReady=Unknown reason the operator
+// sets on a Blade whose agent stopped reporting.
+const BladeReasonHeartbeatStale = "HeartbeatStale"
+
+// StaleHeartbeats is how many heartbeat periods without a status write make
+// a Blade stale, for the operator and for a fan peer alike.
+const StaleHeartbeats = 3
+
+// DefaultHeartbeatPeriodSeconds is the agent's default heartbeat period,
+// assumed for a Blade that does not publish its own.
+const DefaultHeartbeatPeriodSeconds = 300
 
 // Condition types on a Blade.
 const (
@@ -120,6 +137,22 @@ type BladeStatus struct {
 	// HeartbeatTime is when the agent last wrote this status.
 	// +optional
 	HeartbeatTime *metav1.Time `json:"heartbeatTime,omitempty"`
+	// HeartbeatPeriodSeconds is the longest time the agent lets pass
+	// between status writes. A Blade whose heartbeatTime is older than
+	// three periods is stale: the operator marks it Unknown and a fan peer
+	// stops trusting its demand. Absent means 300.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	HeartbeatPeriodSeconds int32 `json:"heartbeatPeriodSeconds,omitempty"`
+}
+
+// StalePeriod is how long after HeartbeatTime a Blade counts as stale.
+func (s *BladeStatus) StalePeriod() time.Duration {
+	p := s.HeartbeatPeriodSeconds
+	if p <= 0 {
+		p = DefaultHeartbeatPeriodSeconds
+	}
+	return StaleHeartbeats * time.Duration(p) * time.Second
 }
 
 // BladeFanStatus is the fan's state.
@@ -136,6 +169,36 @@ type BladeFanStatus struct {
 	// Stalled is true when the fan should turn but reads 0 RPM.
 	// +optional
 	Stalled bool `json:"stalled,omitempty"`
+	// DemandPercent is the duty this blade wants for itself (its curve,
+	// its manual setting, or 100 while critical or without a temperature),
+	// before its fan peer is taken into account. Written when it moves by
+	// 5 points or more, and with every heartbeat.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	DemandPercent *int32 `json:"demandPercent,omitempty"`
+	// Peer is the fan peer (Node annotation kubeblade.io/fan-peer) this
+	// blade shares its standard fan unit with.
+	// +optional
+	Peer *FanPeerStatus `json:"peer,omitempty"`
+}
+
+// Fan peer states.
+const (
+	// FanPeerSynced: the peer's demand is fresh and taken into account.
+	FanPeerSynced = "Synced"
+	// FanPeerLost: the peer is missing or stale; the fan runs at least at
+	// fanPeerLostPercent.
+	FanPeerLost = "Lost"
+)
+
+// FanPeerStatus is what a blade knows of its fan peer.
+type FanPeerStatus struct {
+	// Name of the peer's Node (and Blade).
+	Name string `json:"name"`
+	// State is Synced or Lost.
+	// +kubebuilder:validation:Enum=Synced;Lost
+	State string `json:"state"`
 }
 
 // BladeLEDsStatus are the LEDs' colours and patterns.

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -28,6 +30,26 @@ const (
 	AnnotationIdentify = "kubeblade.io/identify"
 	AnnotationStealth  = "kubeblade.io/stealth"
 	AnnotationFanSpeed = "kubeblade.io/fan-speed"
+	// AnnotationFanPeer names the Node whose blade shares this blade's
+	// standard fan unit; both run the fan at the higher of their demands.
+	AnnotationFanPeer = "kubeblade.io/fan-peer"
+
+	// AnnotationMaintenance "true" asks the operator to cordon and drain
+	// the Node ("false" ends maintenance). A long press of the blade's
+	// button toggles it; people may set it too.
+	AnnotationMaintenance = "kubeblade.io/maintenance"
+	// AnnotationMaintenanceState is the operator's progress report:
+	// queued, draining, drained or failed.
+	AnnotationMaintenanceState = "kubeblade.io/maintenance-state"
+	// AnnotationMaintenanceRequestedAt records (RFC 3339) when the operator
+	// first saw the request: the queue's order, kept across restarts.
+	AnnotationMaintenanceRequestedAt = "kubeblade.io/maintenance-requested-at"
+	// AnnotationMaintenanceDrainStartedAt records when draining began, so
+	// the drain timeout survives an operator restart.
+	AnnotationMaintenanceDrainStartedAt = "kubeblade.io/maintenance-drain-started-at"
+	// AnnotationMaintenanceCordoned is "true" while the Node's cordon is
+	// kubeblade's own: only such a cordon is lifted when maintenance ends.
+	AnnotationMaintenanceCordoned = "kubeblade.io/maintenance-cordoned"
 
 	// TaintThermalCritical is set (NoSchedule) while critical, if asked for.
 	TaintThermalCritical = "kubeblade.io/thermal-critical"
@@ -37,6 +59,14 @@ const (
 	// FinalizerCleanup holds a BladeConfig until the operator removed its
 	// agent DaemonSet and its kubeblade.io/config Node labels.
 	FinalizerCleanup = "kubeblade.io/cleanup"
+)
+
+// Maintenance states (AnnotationMaintenanceState).
+const (
+	MaintenanceQueued   = "queued"
+	MaintenanceDraining = "draining"
+	MaintenanceDrained  = "drained"
+	MaintenanceFailed   = "failed"
 )
 
 // BladeConfig says how the agents on a set of blades behave and how they are
@@ -77,6 +107,54 @@ type BladeConfigSpec struct {
 	// DaemonSet shapes the agent DaemonSet.
 	// +optional
 	DaemonSet DaemonSetSpec `json:"daemonSet,omitempty"`
+	// Maintenance says how the operator drains this config's blades when
+	// kubeblade.io/maintenance is "true" on their Node.
+	// +optional
+	Maintenance MaintenanceSpec `json:"maintenance,omitempty"`
+}
+
+// MaintenanceSpec shapes maintenance: cordon, then drain through the
+// Eviction API.
+type MaintenanceSpec struct {
+	// MaxConcurrent is the most blades in maintenance (draining, drained or
+	// failed) cluster-wide before one of this config's blades may start:
+	// others wait, queued in the order they asked. Default 1.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +kubebuilder:default=1
+	// +optional
+	MaxConcurrent *int32 `json:"maxConcurrent,omitempty"`
+	// DeleteEmptyDirData lets the drain evict pods with emptyDir volumes,
+	// whose data is then lost; without it such pods stop the drain.
+	// +optional
+	DeleteEmptyDirData bool `json:"deleteEmptyDirData,omitempty"`
+	// DrainTimeout is how long a drain may take before it ends as failed,
+	// naming the pods that block it (default 10m).
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="drainTimeout must be between 1s and 24h"
+	// +optional
+	DrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
+}
+
+// Defaults of MaintenanceSpec.
+const (
+	DefaultMaintenanceMaxConcurrent = 1
+	DefaultDrainTimeout             = 10 * time.Minute
+)
+
+// MaxConcurrentOrDefault is MaxConcurrent or its default.
+func (m MaintenanceSpec) MaxConcurrentOrDefault() int {
+	if m.MaxConcurrent == nil || *m.MaxConcurrent < 1 {
+		return DefaultMaintenanceMaxConcurrent
+	}
+	return int(*m.MaxConcurrent)
+}
+
+// DrainTimeoutOrDefault is DrainTimeout or its default.
+func (m MaintenanceSpec) DrainTimeoutOrDefault() time.Duration {
+	if m.DrainTimeout == nil || m.DrainTimeout.Duration <= 0 {
+		return DefaultDrainTimeout
+	}
+	return m.DrainTimeout.Duration
 }
 
 // DaemonSetSpec shapes the agent DaemonSet.

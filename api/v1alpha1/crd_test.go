@@ -97,6 +97,23 @@ func TestBladeConfigValidation(t *testing.T) {
 		"port out of range": {func(s *v1alpha1.BladeConfigSpec) {
 			s.Agent.GRPC.Remote.Port = 70000
 		}, "should be less than or equal to 65535"},
+		"cluster-aware settings": {func(s *v1alpha1.BladeConfigSpec) {
+			s.Agent.FanPeerLostPercent = ptr(70)
+			s.Agent.LEDs.MaintenanceColor, s.Agent.LEDs.SafeToPullColor, s.Agent.LEDs.NodeAttentionColor = "#ff8000", "#0000ff", "#ffff00"
+			s.Maintenance = v1alpha1.MaintenanceSpec{MaxConcurrent: ptr(2), DeleteEmptyDirData: true, DrainTimeout: &metav1.Duration{Duration: 90 * time.Second}}
+		}, ""},
+		"fanPeerLostPercent 101": {func(s *v1alpha1.BladeConfigSpec) {
+			s.Agent.FanPeerLostPercent = ptr(101)
+		}, "should be less than or equal to 100"},
+		"bad safeToPullColor": {func(s *v1alpha1.BladeConfigSpec) {
+			s.Agent.LEDs.SafeToPullColor = "blue"
+		}, "safeToPullColor"},
+		"maxConcurrent 0": {func(s *v1alpha1.BladeConfigSpec) {
+			s.Maintenance.MaxConcurrent = ptr(0)
+		}, "should be greater than or equal to 1"},
+		"drainTimeout too long": {func(s *v1alpha1.BladeConfigSpec) {
+			s.Maintenance.DrainTimeout = &metav1.Duration{Duration: 48 * time.Hour}
+		}, "drainTimeout must be between 1s and 24h"},
 		"toleration with an invalid effect": {func(s *v1alpha1.BladeConfigSpec) {
 			s.DaemonSet.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "blades", Effect: "NoScheduleAtAll"}}
 		}, "toleration effect must be NoSchedule, PreferNoSchedule or NoExecute"},
@@ -205,6 +222,12 @@ func TestCRDDefaultsMatchAgentDefaults(t *testing.T) {
 	}
 	def := config.Default()
 	a := got.Spec.Agent
+	if got.Spec.Maintenance.MaxConcurrent == nil || *got.Spec.Maintenance.MaxConcurrent != v1alpha1.DefaultMaintenanceMaxConcurrent {
+		t.Errorf("API server defaults maintenance.maxConcurrent to %v, want %d", got.Spec.Maintenance.MaxConcurrent, v1alpha1.DefaultMaintenanceMaxConcurrent)
+	}
+	if a.FanPeerLostPercent == nil || def.FanPeerLostPercent == nil || *a.FanPeerLostPercent != *def.FanPeerLostPercent {
+		t.Errorf("API server defaults fanPeerLostPercent to %v; the agent's default is %v", a.FanPeerLostPercent, def.FanPeerLostPercent)
+	}
 	if a.CriticalCelsius != def.CriticalCelsius || a.HysteresisCelsius != def.HysteresisCelsius || a.Hardware.Backend != def.Hardware.Backend {
 		t.Fatalf("API server defaults critical=%d hysteresis=%d backend=%q; the agent's are %d, %d, %q",
 			a.CriticalCelsius, a.HysteresisCelsius, a.Hardware.Backend, def.CriticalCelsius, def.HysteresisCelsius, def.Hardware.Backend)
@@ -247,3 +270,5 @@ func TestBladeStatusSubresourceAndColumns(t *testing.T) {
 		t.Errorf("Blade scope = %s", crd.Spec.Scope)
 	}
 }
+
+func ptr(v int32) *int32 { return &v }

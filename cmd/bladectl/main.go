@@ -14,7 +14,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := bladectl.Main(ctx, os.Args[1:], bladectl.Env{
-		Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, Argv0: os.Args[0],
+		Stdout: os.Stdout, Stderr: os.Stderr, Stdin: os.Stdin, Getenv: os.Getenv, Argv0: os.Args[0],
 	})
 	stop()
 	os.Exit(code)

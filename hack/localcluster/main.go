@@ -35,6 +35,8 @@ func run() error {
 	binDir := flag.String("bin", "bin", "directory with kubeblade-agent and kubeblade-operator")
 	envFile := flag.String("env-file", "", "write shell variables (KUBECONFIG, directories) here once the cluster is ready")
 	timeout := flag.Duration("timeout", 3*time.Minute, "how long the rollout may take")
+	fanPeers := flag.String("fan-peers", "blade-1:blade-2", "comma-separated pairs a:b of Nodes sharing a standard fan unit (kubeblade.io/fan-peer); empty for none")
+	heartbeat := flag.Duration("agent-heartbeat", 10*time.Second, "the agents' Blade heartbeat (--blade-heartbeat); a Blade is stale after three: short, so the demo shows it within a minute")
 	flag.Parse()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -61,11 +63,23 @@ func run() error {
 	if err := c.ApplyFile(ctx, *bladeConfig); err != nil {
 		return err
 	}
+	for _, pair := range strings.Split(*fanPeers, ",") {
+		if pair == "" {
+			continue
+		}
+		a, b, ok := strings.Cut(pair, ":")
+		if !ok {
+			return fmt.Errorf("-fan-peers %q: want a:b pairs", pair)
+		}
+		if err := c.DeclareFanPeers(ctx, a, b); err != nil {
+			return err
+		}
+	}
 	if _, err := c.StartOperator(localcluster.OperatorOptions{}); err != nil {
 		return err
 	}
 	for _, n := range c.Nodes {
-		if _, err := c.StartAgent(ctx, n); err != nil {
+		if _, err := c.StartAgent(ctx, n, "--blade-heartbeat="+heartbeat.String()); err != nil {
 			return err
 		}
 	}

@@ -61,6 +61,9 @@ type Options struct {
 	SampleInterval time.Duration
 	// ButtonDebounce defaults to DefaultButtonDebounce.
 	ButtonDebounce time.Duration
+	// LongPress is how long the button must be held to toggle
+	// maintenance (default core.LongPress, 3 s).
+	LongPress time.Duration
 	// Version is reported in status.
 	Version string
 }
@@ -108,7 +111,7 @@ type Agent struct {
 	caps     hardware.Capabilities
 	info     hardware.Info
 	machine  *core.Machine
-	debounce debounce.Debouncer
+	button   debounce.Button
 	// written caches the last successful write per output so unchanged
 	// outputs cost nothing; a failed write clears its entry to retry.
 	written written
@@ -148,6 +151,9 @@ func New(o Options) (*Agent, error) {
 	if o.ButtonDebounce <= 0 {
 		o.ButtonDebounce = DefaultButtonDebounce
 	}
+	if o.LongPress <= 0 {
+		o.LongPress = core.LongPress
+	}
 	a := &Agent{
 		hw:        o.Backend,
 		clk:       o.Clock,
@@ -160,7 +166,7 @@ func New(o Options) (*Agent, error) {
 		caps:      o.Backend.Capabilities(),
 		info:      o.Backend.Info(),
 		machine:   core.New(o.Settings),
-		debounce:  debounce.Debouncer{Window: o.ButtonDebounce},
+		button:    debounce.Button{Window: o.ButtonDebounce, LongPress: o.LongPress},
 		counters:  Counters{Events: map[core.Reason]uint64{}, HardwareErrors: map[string]uint64{}},
 		errLogged: map[string]bool{},
 	}
@@ -273,6 +279,33 @@ func (a *Agent) ApplySettings(ctx context.Context, s core.Settings, name string)
 	})
 }
 
+// SetFanPeer names the blade sharing this blade's standard fan unit ("" for
+// none).
+func (a *Agent) SetFanPeer(ctx context.Context, name string) error {
+	return a.exec(ctx, func(now time.Time) error {
+		a.machine.SetFanPeer(now, name)
+		return nil
+	})
+}
+
+// ObserveFanPeer records what was read of the fan peer's Blade.
+func (a *Agent) ObserveFanPeer(ctx context.Context, o core.PeerObservation) error {
+	return a.exec(ctx, func(now time.Time) error {
+		a.machine.ObserveFanPeer(now, o)
+		return nil
+	})
+}
+
+// SetNodeState records the Node's maintenance request and state and whether
+// the Node needs attention; they decide LED patterns.
+func (a *Agent) SetNodeState(ctx context.Context, maintenanceRequested bool, st core.MaintenanceState, attention bool) error {
+	return a.exec(ctx, func(now time.Time) error {
+		a.machine.SetMaintenance(now, maintenanceRequested, st)
+		a.machine.SetNodeAttention(now, attention)
+		return nil
+	})
+}
+
 // WaitForIdentifyConfirm blocks until identify stops (a button press
 // confirms it, or it is switched off), or ctx ends. It returns at once when
 // identify is not active.
@@ -344,8 +377,31 @@ func (a *Agent) Run(ctx context.Context) error {
 	var blink clock.Ticker
 	var blinkC <-chan time.Time
 	buttons := a.hw.ButtonEvents()
+	// btnTimer wakes the loop when the button's debounce settles or a held
+	// press reaches the long-press threshold.
+	var btnTimer clock.Timer
+	var btnC <-chan time.Time
+	var btnAt time.Time
+	defer func() {
+		if btnTimer != nil {
+			btnTimer.Stop()
+		}
+	}()
 
 	for {
+		a.buttonDue()
+		if next, ok := a.button.Next(); !ok {
+			if btnTimer != nil {
+				btnTimer.Stop()
+				btnTimer, btnC = nil, nil
+			}
+		} else if btnTimer == nil || !next.Equal(btnAt) {
+			if btnTimer != nil {
+				btnTimer.Stop()
+			}
+			btnTimer, btnAt = a.clk.NewTimer(max(next.Sub(a.clk.Now()), 0)), next
+			btnC = btnTimer.C()
+		}
 		// Only tick for blinking while an LED blinks: an idle agent wakes
 		// once per sample interval and no more.
 		if a.machine.Outputs().Blinking() {
@@ -368,6 +424,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.onSample()
 		case <-blinkC:
 			a.writeOutputs(a.clk.Now())
+		case <-btnC:
+			btnTimer, btnC = nil, nil
+			a.onPresses(a.button.Advance(a.clk.Now()))
 		case ev, ok := <-buttons:
 			if !ok {
 				buttons = nil // backend closed; keep the blade safe anyway
@@ -395,6 +454,7 @@ func (a *Agent) Run(ctx context.Context) error {
 					drained = true
 				}
 			}
+			a.buttonDue()
 			now := a.clk.Now()
 			err := c.do(now)
 			a.step(now)
@@ -413,16 +473,44 @@ func (a *Agent) onSample() {
 func (a *Agent) onButton(ev hardware.ButtonEvent) {
 	a.mu.Lock()
 	a.counters.ButtonEdges++
-	accept := a.debounce.Accept(ev.Time)
-	if accept {
-		a.counters.ButtonPresses++
-	}
 	a.mu.Unlock()
-	if accept {
-		now := a.clk.Now()
-		a.machine.ButtonPressed(now)
-		a.step(now)
+	switch ev.Edge {
+	case hardware.ButtonDown:
+		a.onPresses(a.button.Edge(ev.Time, true))
+	case hardware.ButtonUp:
+		a.onPresses(a.button.Edge(ev.Time, false))
+	default:
+		a.onPresses(a.button.Click(ev.Time))
 	}
+}
+
+// buttonDue decides what the button's debounce and long-press timing have
+// decided by now. The loop calls it before it waits and before it answers
+// a request, so a decision whose time has passed never waits for a timer.
+func (a *Agent) buttonDue() {
+	if next, ok := a.button.Next(); ok && !next.After(a.clk.Now()) {
+		a.onPresses(a.button.Advance(a.clk.Now()))
+	}
+}
+
+// onPresses feeds decided presses to the machine: a short press toggles
+// identify, a long one asks for maintenance to be toggled.
+func (a *Agent) onPresses(ps []debounce.Press) {
+	if len(ps) == 0 {
+		return
+	}
+	a.mu.Lock()
+	a.counters.ButtonPresses += uint64(len(ps))
+	a.mu.Unlock()
+	now := a.clk.Now()
+	for _, p := range ps {
+		if p.Kind == debounce.Long {
+			a.machine.ButtonLongPressed(now, p.Held)
+		} else {
+			a.machine.ButtonPressed(now)
+		}
+	}
+	a.step(now)
 }
 
 func (a *Agent) reportMissingCapabilities() {

@@ -574,6 +574,71 @@ func TestPowerSourceChangeEvent(t *testing.T) {
 	}
 }
 
+// TestLongAndShortPressFromEdges drives the button as the GPIO backend
+// reports it, down and up edges: a press held 3 s asks for maintenance at
+// the threshold, while still held, and leaves identify alone; a short one
+// toggles identify when released.
+func TestLongAndShortPressFromEdges(t *testing.T) {
+	h := start(t)
+	h.reasons()
+	h.blade.ButtonDown()
+	h.advance(2 * time.Second)
+	if got := h.reasons(); len(got) != 0 {
+		t.Fatalf("events while held 2 s: %v", got)
+	}
+	h.advance(1100 * time.Millisecond)
+	if diff := cmp.Diff([]core.Reason{core.ReasonButtonLongPressed}, h.reasons()); diff != "" {
+		t.Fatalf("events at 3.1 s held (-want +got):\n%s", diff)
+	}
+	h.blade.ButtonUp()
+	h.advance(time.Second)
+	if got := h.reasons(); len(got) != 0 {
+		t.Fatalf("events after releasing a long press: %v", got)
+	}
+	if h.a.Status().Identify {
+		t.Fatal("a long press started identify")
+	}
+
+	h.blade.ButtonDown()
+	h.advance(300 * time.Millisecond)
+	h.blade.ButtonUp()
+	h.advance(100 * time.Millisecond)
+	if diff := cmp.Diff([]core.Reason{core.ReasonButtonPressed, core.ReasonIdentifyStarted}, h.reasons()); diff != "" {
+		t.Fatalf("events of a short press (-want +got):\n%s", diff)
+	}
+	if c := h.a.Counters(); c.ButtonEdges != 4 || c.ButtonPresses != 2 {
+		t.Errorf("counters edges=%d presses=%d, want 4 and 2", c.ButtonEdges, c.ButtonPresses)
+	}
+}
+
+// TestFanPeerAndNodeStateReachTheHardware: the agent's requests for the
+// cluster-aware states end in the fan duty and the LEDs.
+func TestFanPeerAndNodeStateReachTheHardware(t *testing.T) {
+	h := start(t)
+	ctx := context.Background()
+	own := h.a.Status().FanPercent
+	if err := h.a.SetFanPeer(ctx, "blade-2"); err != nil {
+		t.Fatal(err)
+	}
+	d := uint8(95)
+	if err := h.a.ObserveFanPeer(ctx, core.PeerObservation{Present: true, DemandPercent: &d, HeartbeatTime: h.clk.Now(), StaleAfter: 15 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.blade.State(); st.FanPercent != 95 || h.a.Status().DemandPercent != own {
+		t.Fatalf("fan %d %%, demand %d %%; want 95 and the own %d", st.FanPercent, h.a.Status().DemandPercent, own)
+	}
+	if err := h.a.SetNodeState(ctx, true, core.MaintenanceDrained, true); err != nil {
+		t.Fatal(err)
+	}
+	s := h.a.Status().Settings
+	if got := h.blade.LED(hardware.LEDEdge); got != s.SafeToPullColor {
+		t.Errorf("edge LED %v, want safe-to-pull %v", got, s.SafeToPullColor)
+	}
+	if got := h.blade.LED(hardware.LEDTop); got != s.NodeAttentionColor {
+		t.Errorf("top LED %v, want node attention %v", got, s.NodeAttentionColor)
+	}
+}
+
 func TestStalledWhenTheLoopStopsTicking(t *testing.T) {
 	h := start(t)
 	limit := max(stallSamples*DefaultSampleInterval, MinStallAfter)

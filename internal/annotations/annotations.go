@@ -1,13 +1,16 @@
 // Package annotations reads the Node annotations through which people
 // command a blade (kubeblade.io/identify, kubeblade.io/stealth,
-// kubeblade.io/fan-speed) into requests, and says exactly what is wrong with
-// a value it cannot accept.
+// kubeblade.io/fan-speed, kubeblade.io/fan-peer, kubeblade.io/maintenance)
+// into requests, and says exactly what is wrong with a value it cannot
+// accept.
 package annotations
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
 )
@@ -24,6 +27,10 @@ type Requests struct {
 	Identify *bool
 	Stealth  *bool
 	Fan      *Fan
+	// FanPeer names the blade sharing this one's standard fan unit.
+	FanPeer *string
+	// Maintenance asks for (true) or ends (false) maintenance.
+	Maintenance *bool
 }
 
 // Invalid is an annotation whose value was refused.
@@ -35,10 +42,10 @@ func (i Invalid) String() string {
 	return fmt.Sprintf("annotation %s=%q is invalid: %s; nothing was changed", i.Key, i.Value, i.Reason)
 }
 
-// Parse reads the kubeblade annotations from a Node's annotations. Invalid
-// values are returned separately and their requests left nil, so a bad value
-// changes nothing.
-func Parse(ann map[string]string) (Requests, []Invalid) {
+// Parse reads the kubeblade annotations from the annotations of the Node
+// named self. Invalid values are returned separately and their requests
+// left nil, so a bad value changes nothing.
+func Parse(ann map[string]string, self string) (Requests, []Invalid) {
 	var r Requests
 	var bad []Invalid
 	if v, ok := ann[v1alpha1.AnnotationIdentify]; ok {
@@ -62,7 +69,35 @@ func Parse(ann map[string]string) (Requests, []Invalid) {
 			r.Fan = &f
 		}
 	}
+	if v, ok := ann[v1alpha1.AnnotationFanPeer]; ok {
+		if p, err := parseFanPeer(v, self); err != nil {
+			bad = append(bad, Invalid{v1alpha1.AnnotationFanPeer, v, err.Error()})
+		} else {
+			r.FanPeer = &p
+		}
+	}
+	if v, ok := ann[v1alpha1.AnnotationMaintenance]; ok {
+		if b, err := parseBool(v); err != nil {
+			bad = append(bad, Invalid{v1alpha1.AnnotationMaintenance, v, err.Error()})
+		} else {
+			r.Maintenance = &b
+		}
+	}
 	return r, bad
+}
+
+// parseFanPeer accepts the name of another Node. Blades sharing a fan unit
+// sit side by side in one chassis and are named by people, so the name
+// must be a DNS label (SPEC §8), not the blade itself.
+func parseFanPeer(v, self string) (string, error) {
+	s := strings.TrimSpace(v)
+	if errs := validation.IsDNS1123Label(s); len(errs) > 0 {
+		return "", fmt.Errorf("want the name of the Node sharing this blade's fan unit, a DNS label: %s", strings.Join(errs, "; "))
+	}
+	if s == self {
+		return "", fmt.Errorf("a blade cannot be its own fan peer")
+	}
+	return s, nil
 }
 
 // parseBool accepts exactly true and false: annotations are typed by

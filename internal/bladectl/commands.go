@@ -263,7 +263,7 @@ func parseLEDColor(s string) (*agentv1.Color, error) {
 }
 
 func newLEDCmd(o *options) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "led top|edge COLOR|clear",
 		Short: "Fix the colour of the top or edge LED (hex RRGGBB), or clear the override",
 		Long: `led LED COLOR fixes the colour the top or edge LED shows when the blade is
@@ -309,6 +309,8 @@ is no Node annotation for LED colours.`,
 			})
 		},
 	}
+	cmd.AddCommand(newLEDTestCmd(o))
+	return cmd
 }
 
 type versionView struct {

@@ -238,7 +238,8 @@ func TestLED(t *testing.T) {
 
 func TestLEDCompletion(t *testing.T) {
 	f := newFleet(t)
-	if r := f.run(t, "__complete", "led", ""); !strings.HasPrefix(r.stdout, "top\nedge\n") {
+	// The test subcommand, then the LEDs.
+	if r := f.run(t, "__complete", "led", ""); !strings.HasPrefix(r.stdout, "test\t") || !strings.Contains(r.stdout, "\ntop\nedge\n") {
 		t.Errorf("LED completion: %+v", r)
 	}
 	if r := f.run(t, "__complete", "led", "top", ""); !strings.HasPrefix(r.stdout, "clear\n") {

@@ -41,7 +41,9 @@ const DefaultTimeout = 10 * time.Second
 // Env is the process environment Main runs in.
 type Env struct {
 	Stdout, Stderr io.Writer
-	Getenv         func(string) string
+	// Stdin answers questions (led test); nil means there is nobody to ask.
+	Stdin  io.Reader
+	Getenv func(string) string
 	// Argv0 is the program name; "kubectl-blade" selects the kubectl
 	// plugin's naming.
 	Argv0 string

@@ -39,16 +39,24 @@ const (
 	DefaultIdleColor         = "#001000"
 	DefaultIdentifyColor     = "#100010"
 	DefaultCriticalColor     = "#400000"
-	DefaultSocketPath        = "/run/kubeblade/agent.sock"
-	DefaultRemotePort        = 8081
-	DefaultMetricsAddress    = ":9666"
-	DefaultThermalZoneType   = "cpu-thermal"
+	// Maintenance amber, safe-to-pull blue (the colour servers use for
+	// "may be removed"), node attention yellow; dim like the others.
+	DefaultMaintenanceColor   = "#301000"
+	DefaultSafeToPullColor    = "#000040"
+	DefaultNodeAttentionColor = "#302000"
+	DefaultFanPeerLostPercent = 60
+	DefaultSocketPath         = "/run/kubeblade/agent.sock"
+	DefaultRemotePort         = 8081
+	DefaultMetricsAddress     = ":9666"
+	DefaultThermalZoneType    = "cpu-thermal"
 )
 
 // Default returns the configuration used where nothing else is set.
 func Default() agentconfigv1.AgentConfig {
 	tach := true
+	lost := int32(DefaultFanPeerLostPercent)
 	return agentconfigv1.AgentConfig{
+		FanPeerLostPercent: &lost,
 		FanCurve: []agentconfigv1.FanCurveStep{
 			{TemperatureCelsius: 45, Percent: 40},
 			{TemperatureCelsius: 55, Percent: 80},
@@ -60,6 +68,10 @@ func Default() agentconfigv1.AgentConfig {
 			IdleColor:     DefaultIdleColor,
 			IdentifyColor: DefaultIdentifyColor,
 			CriticalColor: DefaultCriticalColor,
+
+			MaintenanceColor:   DefaultMaintenanceColor,
+			SafeToPullColor:    DefaultSafeToPullColor,
+			NodeAttentionColor: DefaultNodeAttentionColor,
 		},
 		Hardware: agentconfigv1.HardwareConfig{Backend: agentconfigv1.BackendAuto},
 		GRPC: agentconfigv1.GRPCConfig{
@@ -339,11 +351,16 @@ func Validate(cfg agentconfigv1.AgentConfig) error {
 	if cfg.HysteresisCelsius < 1 || cfg.HysteresisCelsius > 50 {
 		add("hysteresisCelsius: %d is outside 1–50 (below 1 critical mode could flap)", cfg.HysteresisCelsius)
 	}
+	if p := cfg.FanPeerLostPercent; p != nil && (*p < 0 || *p > 100) {
+		add("fanPeerLostPercent: %d is outside 0–100", *p)
+	}
 	if cfg.HysteresisCelsius >= cfg.CriticalCelsius {
 		add("hysteresisCelsius: %d must be below criticalCelsius %d", cfg.HysteresisCelsius, cfg.CriticalCelsius)
 	}
 	for key, c := range map[string]string{
 		"leds.idleColor": cfg.LEDs.IdleColor, "leds.identifyColor": cfg.LEDs.IdentifyColor, "leds.criticalColor": cfg.LEDs.CriticalColor,
+		"leds.maintenanceColor": cfg.LEDs.MaintenanceColor, "leds.safeToPullColor": cfg.LEDs.SafeToPullColor,
+		"leds.nodeAttentionColor": cfg.LEDs.NodeAttentionColor,
 	} {
 		if !strings.HasPrefix(c, "#") {
 			add("%s: %q is not a colour in #rrggbb form", key, c)
@@ -352,9 +369,10 @@ func Validate(cfg agentconfigv1.AgentConfig) error {
 		}
 	}
 	switch cfg.Hardware.Backend {
-	case agentconfigv1.BackendAuto, agentconfigv1.BackendLinux, agentconfigv1.BackendSimulated:
+	case agentconfigv1.BackendAuto, agentconfigv1.BackendLinux, agentconfigv1.BackendSimulated,
+		agentconfigv1.BackendBCM2711, agentconfigv1.BackendBCM2712:
 	default:
-		add("hardware.backend: %q is not one of auto, linux, simulated", cfg.Hardware.Backend)
+		add("hardware.backend: %q is not one of auto, linux, simulated, bcm2711, bcm2712", cfg.Hardware.Backend)
 	}
 	switch cfg.Hardware.Linux.FanUnit {
 	case "", "auto", "standard", "smart", "none":
@@ -444,15 +462,26 @@ func settings(cfg agentconfigv1.AgentConfig) (core.Settings, error) {
 	idle, _ := hardware.ParseColor(cfg.LEDs.IdleColor)
 	ident, _ := hardware.ParseColor(cfg.LEDs.IdentifyColor)
 	crit, _ := hardware.ParseColor(cfg.LEDs.CriticalColor)
+	maint, _ := hardware.ParseColor(cfg.LEDs.MaintenanceColor)
+	pull, _ := hardware.ParseColor(cfg.LEDs.SafeToPullColor)
+	attn, _ := hardware.ParseColor(cfg.LEDs.NodeAttentionColor)
+	lost := uint8(DefaultFanPeerLostPercent)
+	if p := cfg.FanPeerLostPercent; p != nil {
+		lost = uint8(*p)
+	}
 	return core.Settings{
-		Curve:             curve,
-		CriticalCelsius:   float64(cfg.CriticalCelsius),
-		HysteresisCelsius: float64(cfg.HysteresisCelsius),
-		Stealth:           cfg.Stealth,
-		TachEnabled:       cfg.TachEnabled == nil || *cfg.TachEnabled,
-		IdleColor:         idle,
-		IdentifyColor:     ident,
-		CriticalColor:     crit,
+		FanPeerLostPercent: lost,
+		MaintenanceColor:   maint,
+		SafeToPullColor:    pull,
+		NodeAttentionColor: attn,
+		Curve:              curve,
+		CriticalCelsius:    float64(cfg.CriticalCelsius),
+		HysteresisCelsius:  float64(cfg.HysteresisCelsius),
+		Stealth:            cfg.Stealth,
+		TachEnabled:        cfg.TachEnabled == nil || *cfg.TachEnabled,
+		IdleColor:          idle,
+		IdentifyColor:      ident,
+		CriticalColor:      crit,
 	}, nil
 }
 

@@ -152,6 +152,9 @@ func TestLoadRejects(t *testing.T) {
 			`grpc.remote.bindAddress: "10.0.0.5:8081" is not an IP address`},
 		"bind address with a zone":      {"grpc:\n  remote:\n    bindAddress: fe80::1%eth0", nil, "is not an IP address"},
 		"bind address IPv4-mapped IPv6": {"grpc:\n  remote:\n    bindAddress: \"::ffff:10.0.0.5\"", nil, "is not an IP address"},
+		"peer lost percent":             {"fanPeerLostPercent: 120", nil, "fanPeerLostPercent: 120 is outside 0–100"},
+		"bad maintenance colour":        {"leds:\n  maintenanceColor: amber", nil, `leds.maintenanceColor: "amber" is not a colour`},
+		"env bad attention colour":      {"", []string{"KUBEBLADE_LEDS_NODE_ATTENTION_COLOR=yellow"}, `leds.nodeAttentionColor: "yellow" is not a colour`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

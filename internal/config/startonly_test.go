@@ -14,7 +14,7 @@ import (
 // or read only at start, which the operator must know to roll the pods
 // (agentconfigv1.StartOnly). A new section has to be put in one of them.
 func TestEverySectionIsLiveOrStartOnly(t *testing.T) {
-	live := []string{"fanCurve", "criticalCelsius", "hysteresisCelsius", "taintOnCritical", "stealth", "tachEnabled", "leds"}
+	live := []string{"fanCurve", "criticalCelsius", "hysteresisCelsius", "taintOnCritical", "stealth", "tachEnabled", "leds", "fanPeerLostPercent"}
 	startOnly := jsonNames(reflect.TypeOf(agentconfigv1.StartOnly{}))
 	all := jsonNames(reflect.TypeOf(agentconfigv1.AgentConfig{}))
 	got := append(slices.Clone(live), startOnly...)
@@ -30,12 +30,14 @@ func TestEverySectionIsLiveOrStartOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, change := range map[string]func(*agentconfigv1.AgentConfig){
-		"fanCurve":          func(c *agentconfigv1.AgentConfig) { c.FanCurve[0].Percent++ },
-		"criticalCelsius":   func(c *agentconfigv1.AgentConfig) { c.CriticalCelsius++ },
-		"hysteresisCelsius": func(c *agentconfigv1.AgentConfig) { c.HysteresisCelsius++ },
-		"stealth":           func(c *agentconfigv1.AgentConfig) { c.Stealth = !c.Stealth },
-		"tachEnabled":       func(c *agentconfigv1.AgentConfig) { off := false; c.TachEnabled = &off },
-		"leds":              func(c *agentconfigv1.AgentConfig) { c.LEDs.IdleColor = "#010203" },
+		"fanCurve":             func(c *agentconfigv1.AgentConfig) { c.FanCurve[0].Percent++ },
+		"criticalCelsius":      func(c *agentconfigv1.AgentConfig) { c.CriticalCelsius++ },
+		"hysteresisCelsius":    func(c *agentconfigv1.AgentConfig) { c.HysteresisCelsius++ },
+		"stealth":              func(c *agentconfigv1.AgentConfig) { c.Stealth = !c.Stealth },
+		"tachEnabled":          func(c *agentconfigv1.AgentConfig) { off := false; c.TachEnabled = &off },
+		"leds":                 func(c *agentconfigv1.AgentConfig) { c.LEDs.IdleColor = "#010203" },
+		"leds.safeToPullColor": func(c *agentconfigv1.AgentConfig) { c.LEDs.SafeToPullColor = "#010203" },
+		"fanPeerLostPercent":   func(c *agentconfigv1.AgentConfig) { p := int32(75); c.FanPeerLostPercent = &p },
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := Default()

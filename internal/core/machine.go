@@ -32,6 +32,18 @@ type Machine struct {
 	zeroRPMSince time.Time
 	stallTiming  bool
 
+	peerName     string
+	peerSince    time.Time // when the peer was named
+	peerSeen     bool      // its Blade has been present at least once
+	peerObserved bool
+	peer         PeerObservation
+	peerState    PeerState
+	maintenance  MaintenanceState
+	// maintenanceRequested mirrors the kubeblade.io/maintenance request,
+	// which a long press toggles.
+	maintenanceRequested bool
+	attention            bool
+
 	events []Event
 }
 
@@ -102,8 +114,113 @@ func (m *Machine) ObservePower(now time.Time, p hardware.PowerSource) {
 	m.power, m.powerKnown = p, true
 }
 
-// Tick lets time-based rules (stall detection) advance without a new reading.
-func (m *Machine) Tick(now time.Time) { m.checkStall(now) }
+// Tick lets time-based rules (stall detection, a fan peer's heartbeat
+// ageing out) advance without a new reading.
+func (m *Machine) Tick(now time.Time) {
+	m.evaluatePeer(now)
+	m.checkStall(now)
+}
+
+// SetFanPeer names the blade that shares this blade's standard fan unit
+// ("" for none). Until the peer is observed its demand is unknown, so the
+// lost-peer floor applies.
+func (m *Machine) SetFanPeer(now time.Time, name string) {
+	if name == m.peerName {
+		return
+	}
+	m.peerName, m.peerObserved, m.peer = name, false, PeerObservation{}
+	m.peerSince, m.peerSeen = now, false
+	m.peerState = PeerNone
+	if name != "" {
+		m.peerState = PeerPending
+	}
+	m.checkStall(now)
+}
+
+// ObserveFanPeer records what the agent read of its fan peer's Blade. It
+// keeps working when the cluster is down: the last observation simply
+// ages, and Tick declares the peer lost once its heartbeat is older than
+// StaleAfter.
+func (m *Machine) ObserveFanPeer(now time.Time, o PeerObservation) {
+	if m.peerName == "" {
+		return
+	}
+	if o.DemandPercent != nil {
+		v := *o.DemandPercent
+		o.DemandPercent = &v
+	}
+	m.peer, m.peerObserved = o, true
+	m.peerSeen = m.peerSeen || o.Present
+	m.evaluatePeer(now)
+	m.checkStall(now)
+}
+
+// peerProblem says why the observed peer cannot be followed ("" when it can).
+func (m *Machine) peerProblem(now time.Time) string {
+	p := m.peer
+	switch {
+	case !p.Present:
+		return fmt.Sprintf("fan peer %s has no Blade", m.peerName)
+	case p.HeartbeatTime.IsZero():
+		return fmt.Sprintf("fan peer %s has never reported a heartbeat", m.peerName)
+	case now.Sub(p.HeartbeatTime) > p.StaleAfter:
+		return fmt.Sprintf("fan peer %s's last heartbeat is %s old (stale after %s)",
+			m.peerName, now.Sub(p.HeartbeatTime).Round(time.Second), p.StaleAfter)
+	case p.DemandPercent == nil:
+		return fmt.Sprintf("fan peer %s publishes no fan demand", m.peerName)
+	}
+	return ""
+}
+
+func (m *Machine) evaluatePeer(now time.Time) {
+	if m.peerName == "" || !m.peerObserved {
+		return
+	}
+	problem := m.peerProblem(now)
+	if problem != "" && !m.peerSeen && m.peerState == PeerPending && now.Sub(m.peerSince) < PeerGrace {
+		// Not there yet, never seen: blades of one chassis start
+		// together and their Blades appear seconds apart. The floor
+		// applies; the Warning waits for the grace to pass.
+		return
+	}
+	switch {
+	case problem == "" && m.peerState != PeerSynced:
+		if m.peerState == PeerLost {
+			m.emit(now, ReasonFanPeerRestored, false, "", "fan peer %s reports again: the fan follows the higher of both demands", m.peerName)
+		}
+		m.peerState = PeerSynced
+	case problem != "" && m.peerState != PeerLost:
+		m.peerState = PeerLost
+		m.emit(now, ReasonFanPeerLost, true, "", "%s: the fan runs at least at %d %%", problem, m.s.FanPeerLostPercent)
+	}
+}
+
+// SetMaintenance records the Node's maintenance request (the
+// kubeblade.io/maintenance annotation is "true") and the operator's state
+// (kubeblade.io/maintenance-state). A request the operator has not
+// answered yet shows as MaintenanceRequested.
+func (m *Machine) SetMaintenance(now time.Time, requested bool, st MaintenanceState) {
+	m.maintenanceRequested = requested
+	if st == MaintenanceNone && requested {
+		st = MaintenanceRequested
+	}
+	m.maintenance = st
+}
+
+// SetNodeAttention records whether the Node needs a person's attention
+// (cordoned by someone other than kubeblade, or not Ready).
+func (m *Machine) SetNodeAttention(now time.Time, on bool) { m.attention = on }
+
+// ButtonLongPressed handles a press held for LongPress or longer: it asks
+// for maintenance to be toggled and leaves identify alone.
+func (m *Machine) ButtonLongPressed(now time.Time, held time.Duration) {
+	verb := "start"
+	if m.maintenanceRequested {
+		verb = "end"
+	}
+	m.emit(now, ReasonButtonLongPressed, false, SourceButton,
+		"edge button held for %.1f s (long press): %s maintenance", held.Seconds(), verb)
+}
 
 // ButtonPressed handles one debounced press: it toggles identify, so a
 // press both starts identify and confirms a running one.
@@ -228,7 +345,10 @@ func (m *Machine) fanMode() FanMode {
 	}
 }
 
-func (m *Machine) fanPercent() uint8 {
+// demand is the duty this blade wants for itself: what it publishes to
+// its fan peer. It never includes the peer's demand, or two peers would
+// hold each other's fans up for ever.
+func (m *Machine) demand() uint8 {
 	switch m.fanMode() {
 	case FanModeCritical:
 		return 100
@@ -239,6 +359,22 @@ func (m *Machine) fanPercent() uint8 {
 		return 100
 	}
 	return m.s.Curve.Percent(m.temp)
+}
+
+// fanPercent is the duty driven: the own demand, raised to the peer's
+// (100 % for a critical peer) or to the lost-peer floor.
+func (m *Machine) fanPercent() uint8 {
+	d := m.demand()
+	switch m.peerState {
+	case PeerSynced:
+		if m.peer.Critical {
+			return 100
+		}
+		return max(d, *m.peer.DemandPercent)
+	case PeerPending, PeerLost:
+		return max(d, m.s.FanPeerLostPercent)
+	}
+	return d
 }
 
 func (m *Machine) checkStall(now time.Time) {
@@ -262,35 +398,32 @@ func (m *Machine) checkStall(now time.Time) {
 	}
 }
 
-// Outputs returns what the hardware should be doing. Precedence, highest
-// first: critical (top blinks, edge steady in the critical colour, stealth
-// suspended), identify (edge blinks), stealth (all dark), LED overrides, idle.
+// Outputs returns what the hardware should be doing. Each LED shows the
+// highest of the states that claim it (SPEC §8: critical > identify >
+// maintenance > node attention > stealth > idle; API colour overrides sit
+// just above idle):
+//
+//	state                 top LED                 edge LED
+//	critical              blinks critical colour  steady critical colour
+//	identify              —                       blinks identify colour
+//	maintenance requested —                       steady maintenance colour
+//	  or queued
+//	draining              —                       blinks maintenance colour
+//	drained               —                       steady safe-to-pull colour
+//	failed                blinks maintenance      —
+//	node attention        steady attention colour —
+//	stealth               dark                    dark
+//	override              steady override colour  steady override colour
+//	idle                  dark                    steady idle colour
+//
+// Critical suspends stealth; the stealth output follows the request
+// otherwise.
 func (m *Machine) Outputs() Outputs {
 	o := Outputs{FanPercent: m.fanPercent()}
 	stealth := m.stealthRequested() && !m.critical
 	o.StealthOutput = stealth
-	top, edge := &o.LEDs[hardware.LEDTop], &o.LEDs[hardware.LEDEdge]
-	*top = LEDState{Pattern: PatternOff}
-	*edge = LEDState{Pattern: PatternSteady, Color: m.s.IdleColor}
-	if c := m.ledOverride[hardware.LEDTop]; c != nil {
-		*top = LEDState{Pattern: PatternSteady, Color: *c}
-	}
-	if c := m.ledOverride[hardware.LEDEdge]; c != nil {
-		*edge = LEDState{Pattern: PatternSteady, Color: *c}
-	}
-	switch {
-	case m.critical:
-		*top = LEDState{Pattern: PatternBlink, Color: m.s.CriticalColor}
-		*edge = LEDState{Pattern: PatternSteady, Color: m.s.CriticalColor}
-	case m.identify:
-		*edge = LEDState{Pattern: PatternBlink, Color: m.s.IdentifyColor}
-		if stealth {
-			*top = LEDState{Pattern: PatternOff}
-		}
-	case stealth:
-		*top = LEDState{Pattern: PatternOff}
-		*edge = LEDState{Pattern: PatternOff}
-	}
+	o.LEDs[hardware.LEDTop] = m.topLED(stealth)
+	o.LEDs[hardware.LEDEdge] = m.edgeLED(stealth)
 	for i := range o.LEDs {
 		if o.LEDs[i].Pattern != PatternOff && o.LEDs[i].Color.IsOff() {
 			o.LEDs[i] = LEDState{Pattern: PatternOff}
@@ -299,27 +432,69 @@ func (m *Machine) Outputs() Outputs {
 	return o
 }
 
+func (m *Machine) topLED(stealth bool) LEDState {
+	switch {
+	case m.critical:
+		return LEDState{Pattern: PatternBlink, Color: m.s.CriticalColor}
+	case m.maintenance == MaintenanceFailed:
+		return LEDState{Pattern: PatternBlink, Color: m.s.MaintenanceColor}
+	case m.attention:
+		return LEDState{Pattern: PatternSteady, Color: m.s.NodeAttentionColor}
+	case stealth:
+		return LEDState{Pattern: PatternOff}
+	case m.ledOverride[hardware.LEDTop] != nil:
+		return LEDState{Pattern: PatternSteady, Color: *m.ledOverride[hardware.LEDTop]}
+	}
+	return LEDState{Pattern: PatternOff}
+}
+
+func (m *Machine) edgeLED(stealth bool) LEDState {
+	switch {
+	case m.critical:
+		return LEDState{Pattern: PatternSteady, Color: m.s.CriticalColor}
+	case m.identify:
+		return LEDState{Pattern: PatternBlink, Color: m.s.IdentifyColor}
+	case m.maintenance == MaintenanceRequested || m.maintenance == MaintenanceQueued:
+		return LEDState{Pattern: PatternSteady, Color: m.s.MaintenanceColor}
+	case m.maintenance == MaintenanceDraining:
+		return LEDState{Pattern: PatternBlink, Color: m.s.MaintenanceColor}
+	case m.maintenance == MaintenanceDrained:
+		return LEDState{Pattern: PatternSteady, Color: m.s.SafeToPullColor}
+	case stealth:
+		return LEDState{Pattern: PatternOff}
+	case m.ledOverride[hardware.LEDEdge] != nil:
+		return LEDState{Pattern: PatternSteady, Color: *m.ledOverride[hardware.LEDEdge]}
+	}
+	return LEDState{Pattern: PatternSteady, Color: m.s.IdleColor}
+}
+
 // Status returns the observable state.
 func (m *Machine) Status() Status {
 	o := m.Outputs()
 	st := Status{
-		TemperatureCelsius: m.temp,
-		TemperatureValid:   m.tempValid,
-		AirflowCelsius:     m.air,
-		AirflowValid:       m.airValid,
-		FanRPM:             m.rpm,
-		FanRPMValid:        m.rpmValid,
-		FanPercent:         o.FanPercent,
-		FanMode:            m.fanMode(),
-		ManualFan:          m.manual,
-		ManualFanPercent:   m.manualPercent,
-		FanStalled:         m.stalled,
-		Critical:           m.critical,
-		Identify:           m.identify,
-		StealthRequested:   m.stealthRequested(),
-		Stealth:            o.StealthOutput,
-		PowerSource:        m.power,
-		LEDs:               o.LEDs,
+		TemperatureCelsius:   m.temp,
+		TemperatureValid:     m.tempValid,
+		AirflowCelsius:       m.air,
+		AirflowValid:         m.airValid,
+		FanRPM:               m.rpm,
+		FanRPMValid:          m.rpmValid,
+		FanPercent:           o.FanPercent,
+		FanMode:              m.fanMode(),
+		ManualFan:            m.manual,
+		ManualFanPercent:     m.manualPercent,
+		FanStalled:           m.stalled,
+		Critical:             m.critical,
+		Identify:             m.identify,
+		StealthRequested:     m.stealthRequested(),
+		Stealth:              o.StealthOutput,
+		PowerSource:          m.power,
+		LEDs:                 o.LEDs,
+		DemandPercent:        m.demand(),
+		FanPeer:              m.peerName,
+		FanPeerState:         m.peerState,
+		Maintenance:          m.maintenance,
+		MaintenanceRequested: m.maintenanceRequested,
+		NodeAttention:        m.attention,
 	}
 	if m.stealthOverride != nil {
 		v := *m.stealthOverride

@@ -27,6 +27,14 @@ const (
 	StallAfter = 10 * time.Second
 	// BlinkPeriod is one on+off cycle of a blinking LED.
 	BlinkPeriod = time.Second
+	// PeerGrace is how long a fan peer whose Blade has never been seen may
+	// stay missing before it counts as lost (FanPeerLost): blades that
+	// boot together create their Blades seconds apart. Its demand is
+	// unknown meanwhile, so the lost-peer floor applies from the start.
+	PeerGrace = time.Minute
+	// LongPress is how long the button must be held to toggle maintenance
+	// rather than identify.
+	LongPress = 3 * time.Second
 )
 
 // Settings is the validated configuration the machine runs with. It can be
@@ -41,6 +49,60 @@ type Settings struct {
 	IdleColor     hardware.Color
 	IdentifyColor hardware.Color
 	CriticalColor hardware.Color
+	// MaintenanceColor, SafeToPullColor and NodeAttentionColor show the
+	// Node's maintenance and attention states (SPEC §8).
+	MaintenanceColor   hardware.Color
+	SafeToPullColor    hardware.Color
+	NodeAttentionColor hardware.Color
+	// FanPeerLostPercent is the least duty while a configured fan peer is
+	// missing, stale or not known yet.
+	FanPeerLostPercent uint8
+}
+
+// MaintenanceState is the blade's maintenance as its Node tells it: the
+// kubeblade.io/maintenance request and the operator's
+// kubeblade.io/maintenance-state answer.
+type MaintenanceState string
+
+const (
+	MaintenanceNone MaintenanceState = ""
+	// MaintenanceRequested: asked for, the operator has not answered yet.
+	MaintenanceRequested MaintenanceState = "requested"
+	MaintenanceQueued    MaintenanceState = "queued"
+	MaintenanceDraining  MaintenanceState = "draining"
+	MaintenanceDrained   MaintenanceState = "drained"
+	MaintenanceFailed    MaintenanceState = "failed"
+)
+
+// PeerState is how far the fan peer's demand is trusted.
+type PeerState string
+
+const (
+	// PeerNone: no fan peer is configured.
+	PeerNone PeerState = ""
+	// PeerPending: a peer is configured but nothing is known of it yet
+	// (its Blade was not listed yet). The lost-peer floor applies, but
+	// no FanPeerLost is raised: it was never found to be lost.
+	PeerPending PeerState = "pending"
+	// PeerSynced: the peer's demand is fresh and followed.
+	PeerSynced PeerState = "synced"
+	// PeerLost: the peer is missing, stale or publishes no demand.
+	PeerLost PeerState = "lost"
+)
+
+// PeerObservation is what the agent last read of its fan peer's Blade.
+type PeerObservation struct {
+	// Present is false when the peer has no Blade.
+	Present bool
+	// DemandPercent is the peer's own demand; nil when it publishes none.
+	DemandPercent *uint8
+	// Critical is true while the peer is in critical temperature mode.
+	Critical bool
+	// HeartbeatTime is the peer's last status write.
+	HeartbeatTime time.Time
+	// StaleAfter is how long after HeartbeatTime the peer is stale
+	// (three of the peer's heartbeat periods).
+	StaleAfter time.Duration
 }
 
 // FanMode says who decides the fan duty.
@@ -129,6 +191,20 @@ type Status struct {
 	LEDs        [2]LEDState
 	// LEDOverride holds per-LED colour overrides set through the API.
 	LEDOverride [2]*hardware.Color
+	// DemandPercent is the duty this blade wants for itself, before the
+	// fan peer is taken into account.
+	DemandPercent uint8
+	// FanPeer names the configured fan peer; FanPeerState says whether
+	// its demand is followed.
+	FanPeer      string
+	FanPeerState PeerState
+	// Maintenance is the Node's maintenance state; MaintenanceRequested
+	// is the request a long press toggles.
+	Maintenance          MaintenanceState
+	MaintenanceRequested bool
+	// NodeAttention is true while the Node is cordoned by someone other
+	// than kubeblade or not Ready.
+	NodeAttention bool
 }
 
 // Reason names an event. The Kubernetes-facing names are the spec's Event
@@ -136,8 +212,13 @@ type Status struct {
 type Reason string
 
 const (
-	ReasonAgentStarted        Reason = "AgentStarted"
-	ReasonButtonPressed       Reason = "ButtonPressed"
+	ReasonAgentStarted  Reason = "AgentStarted"
+	ReasonButtonPressed Reason = "ButtonPressed"
+	// ReasonButtonLongPressed is a press held for LongPress or longer: it
+	// toggles maintenance.
+	ReasonButtonLongPressed   Reason = "ButtonLongPressed"
+	ReasonFanPeerLost         Reason = "FanPeerLost"
+	ReasonFanPeerRestored     Reason = "FanPeerRestored"
 	ReasonIdentifyStarted     Reason = "IdentifyStarted"
 	ReasonIdentifyStopped     Reason = "IdentifyStopped"
 	ReasonCriticalTemperature Reason = "CriticalTemperature"

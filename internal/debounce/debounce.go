@@ -1,5 +1,6 @@
 // Package debounce turns the bouncing edges of a mechanical button into
-// single presses.
+// single presses: Debouncer for sources that report presses only, Button
+// for down and up edges, which also tells a long press from a short one.
 package debounce
 
 import "time"

@@ -172,11 +172,29 @@ type Info struct {
 	Detail string
 }
 
-// ButtonEvent is one press of the edge button (or of the smart fan unit's
-// button for this blade), timestamped by whoever saw it first (the kernel for
-// GPIO edges) so debouncing does not depend on scheduling delays.
+// ButtonEdge says what a ButtonEvent saw.
+type ButtonEdge uint8
+
+const (
+	// ButtonClick is a whole press whose length the source cannot tell:
+	// the smart fan unit's button frame (0xA1) reports a press, no
+	// release. It always counts as a short press. It is the zero value,
+	// so a backend that sets no Edge reports clicks.
+	ButtonClick ButtonEdge = iota
+	// ButtonDown: the button went down (the edge button's GPIO20 fell; it
+	// is active low).
+	ButtonDown
+	// ButtonUp: the button was released (GPIO20 rose).
+	ButtonUp
+)
+
+// ButtonEvent is one raw edge of the edge button (or a press of the smart
+// fan unit's button for this blade), timestamped by whoever saw it first
+// (the kernel for GPIO edges) so debouncing and the length of a press do
+// not depend on scheduling delays.
 type ButtonEvent struct {
 	Time time.Time
+	Edge ButtonEdge
 }
 
 // Backend drives one blade. Implementations must be safe for use by one
@@ -203,8 +221,9 @@ type Backend interface {
 	// AirflowTemperature returns the air temperature the smart fan unit
 	// measures, in °C, or ErrNotSupported without one.
 	AirflowTemperature() (float64, error)
-	// ButtonEvents delivers raw (not yet debounced) button presses. The
-	// channel is closed by Close.
+	// ButtonEvents delivers raw (not yet debounced) button edges, or
+	// clicks where the source reports no release. The channel is closed
+	// by Close.
 	ButtonEvents() <-chan ButtonEvent
 
 	// Close releases devices. It does not change outputs: the agent's

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/agent"
+	"github.com/kubeblade/kubeblade/internal/core"
 	"github.com/kubeblade/kubeblade/internal/hardware"
 )
 
@@ -67,6 +68,17 @@ func bladeStatus(node string, st agent.Status, applied *v1alpha1.AppliedConfig, 
 	if applied != nil {
 		a := *applied
 		bs.Config = &a
+	}
+	if st.Info.IsBlade {
+		d := int32(st.DemandPercent)
+		bs.Fan.DemandPercent = &d
+	}
+	if st.FanPeer != "" {
+		state := v1alpha1.FanPeerLost // pending counts as lost: the floor applies
+		if st.FanPeerState == core.PeerSynced {
+			state = v1alpha1.FanPeerSynced
+		}
+		bs.Fan.Peer = &v1alpha1.FanPeerStatus{Name: st.FanPeer, State: state}
 	}
 	conds := append([]metav1.Condition(nil), prev...)
 	set := func(typ string, on bool, yes, no, msgYes, msgNo string) {
@@ -136,6 +148,9 @@ func bladeState(st agent.Status) string {
 func drift(s v1alpha1.BladeStatus) v1alpha1.BladeStatus {
 	s = *s.DeepCopy()
 	s.TemperatureCelsius, s.AirflowTemperatureCelsius, s.Fan.RPM, s.HeartbeatTime = nil, nil, nil, nil
+	// The demand follows the temperature; a move of DemandStep or more
+	// is a change of state of its own (classify).
+	s.Fan.DemandPercent = nil
 	if s.Fan.Mode == "auto" {
 		s.Fan.Percent = 0
 	}
@@ -160,7 +175,7 @@ func classify(last *v1alpha1.BladeStatus, next v1alpha1.BladeStatus) statusChang
 	if last == nil {
 		return stateChange
 	}
-	if !equality.Semantic.DeepEqual(drift(*last), drift(next)) {
+	if !equality.Semantic.DeepEqual(drift(*last), drift(next)) || demandMoved(last.Fan.DemandPercent, next.Fan.DemandPercent) {
 		return stateChange
 	}
 	l, n := *last.DeepCopy(), *next.DeepCopy()
@@ -169,4 +184,20 @@ func classify(last *v1alpha1.BladeStatus, next v1alpha1.BladeStatus) statusChang
 		return noChange
 	}
 	return driftOnly
+}
+
+// DemandStep is the move of the published fan demand that is written at
+// once (SPEC §8: "when it changes by 5 points or more"); smaller moves wait
+// for the next drift write or the heartbeat.
+const DemandStep = 5
+
+func demandMoved(last, next *int32) bool {
+	if (last == nil) != (next == nil) {
+		return true
+	}
+	if last == nil {
+		return false
+	}
+	d := *next - *last
+	return d >= DemandStep || d <= -DemandStep
 }

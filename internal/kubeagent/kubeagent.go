@@ -103,6 +103,12 @@ type Reporter struct {
 	created    bool
 	retryAt    time.Time
 	backoff    time.Duration
+
+	peerName  string
+	peerWatch *objectWatch
+	nodeState *nodeState
+	// toggle is a long press whose maintenance toggle is not written yet.
+	toggle bool
 }
 
 // New prepares a Reporter; Run starts it.
@@ -176,16 +182,19 @@ func (r *Reporter) Run(ctx context.Context) error {
 	}()
 	nodeWatch := newObjectWatch(ctx, r.c.Nodes, &corev1.Node{}, r.o.NodeName)
 	defer func() {
-		stopAll(nodeWatch, r.cfgWatch)
+		stopAll(nodeWatch, r.cfgWatch, r.peerWatch)
 		<-evDone
 	}()
 
 	timer := r.clk.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		var cfgChanged <-chan struct{}
+		var cfgChanged, peerChanged <-chan struct{}
 		if r.cfgWatch != nil {
 			cfgChanged = r.cfgWatch.changed
+		}
+		if r.peerWatch != nil {
+			peerChanged = r.peerWatch.changed
 		}
 		select {
 		case <-ctx.Done():
@@ -198,6 +207,8 @@ func (r *Reporter) Run(ctx context.Context) error {
 			}
 		case <-cfgChanged:
 			r.onConfig(ctx)
+		case <-peerChanged:
+			r.onPeer(ctx)
 		case ev, ok := <-sub.C():
 			if !ok {
 				return nil
@@ -215,6 +226,7 @@ func (r *Reporter) onNode(ctx context.Context, n *corev1.Node) {
 	r.node = n
 	r.events.SetNode(n)
 	r.onAnnotations(ctx, n.Annotations)
+	r.onNodeState(ctx, readNodeState(n, r.seen[v1alpha1.AnnotationMaintenance] == "true"))
 	if name := n.Labels[v1alpha1.LabelConfig]; name != r.configName {
 		r.follow(ctx, name)
 	}
@@ -277,14 +289,15 @@ func (r *Reporter) apply(ctx context.Context, cfg config.Checked, applied *v1alp
 // assigned none. The agent is ready only then.
 func (r *Reporter) ConfigApplied() bool { return r.configApplied.Load() }
 
-var annotationKeys = []string{v1alpha1.AnnotationIdentify, v1alpha1.AnnotationStealth, v1alpha1.AnnotationFanSpeed}
+var annotationKeys = []string{v1alpha1.AnnotationIdentify, v1alpha1.AnnotationStealth, v1alpha1.AnnotationFanSpeed,
+	v1alpha1.AnnotationFanPeer, v1alpha1.AnnotationMaintenance}
 
 // onAnnotations acts on annotations that changed since they were last seen
 // (all of them on start, which restores what people asked for after a
 // restart). Acting on changes only, not on levels, lets the button and the
 // gRPC API change the same things without the annotation undoing them.
 func (r *Reporter) onAnnotations(ctx context.Context, ann map[string]string) {
-	reqs, bad := annotations.Parse(ann)
+	reqs, bad := annotations.Parse(ann, r.o.NodeName)
 	badKeys := map[string]annotations.Invalid{}
 	for _, b := range bad {
 		badKeys[b.Key] = b
@@ -324,6 +337,15 @@ func (r *Reporter) act(ctx context.Context, key string, has bool, reqs annotatio
 		err = a.SetIdentify(ctx, on, src)
 	case v1alpha1.AnnotationStealth:
 		err = a.SetStealth(ctx, reqs.Stealth, src) // nil (removed) returns to the config
+	case v1alpha1.AnnotationFanPeer:
+		peer := ""
+		if has {
+			peer = *reqs.FanPeer
+		}
+		r.followPeer(ctx, peer)
+	case v1alpha1.AnnotationMaintenance:
+		// Shown on the LEDs with the operator's state (onNodeState); the
+		// operator acts on it.
 	case v1alpha1.AnnotationFanSpeed:
 		fan := reqs.Fan
 		if !has {
@@ -361,6 +383,10 @@ func (r *Reporter) onEvent(ctx context.Context, ev core.Event) {
 				r.log.Error("could not remove the identify annotation", "err", err)
 				r.scheduleRetry()
 			}
+		}
+	case core.ReasonButtonLongPressed:
+		if ev.Source == core.SourceButton {
+			r.toggle = true // written by sync, retried until it lands
 		}
 	case core.ReasonTemperatureNormal:
 		if f := r.pendingFan; f != nil {
@@ -407,6 +433,14 @@ func (r *Reporter) sync(ctx context.Context, now time.Time) time.Time {
 
 func (r *Reporter) syncNode(ctx context.Context, st agent.Status, now time.Time) error {
 	n := r.node
+	if r.toggle {
+		v, err := toggleMaintenance(ctx, r.c.Nodes, n)
+		if err != nil {
+			return fmt.Errorf("long press: %w", err)
+		}
+		r.toggle = false
+		r.log.Info("long press: maintenance annotation set", "annotation", v1alpha1.AnnotationMaintenance, "value", v)
+	}
 	if want := desiredLabels(st); !labelsInSync(n, want) {
 		if err := applyLabels(ctx, r.c.Nodes, n.Name, want); err != nil {
 			return fmt.Errorf("node labels: %w", err)
@@ -467,6 +501,7 @@ func (r *Reporter) syncBlade(ctx context.Context, st agent.Status, now time.Time
 		prev = r.lastBlade.Conditions
 	}
 	next := bladeStatus(r.o.NodeName, st, r.applied, prev, now)
+	next.HeartbeatPeriodSeconds = int32(max(r.o.Heartbeat/time.Second, 1))
 	change := classify(r.lastBlade, next)
 	write := change == stateChange ||
 		(change == driftOnly && !now.Before(r.lastWrite.Add(r.o.MinInterval))) ||

@@ -39,6 +39,13 @@ func newObjectWatch[L runtime.Object](ctx context.Context, c kubeclient.ListerWa
 		defer close(w.done)
 		inf.RunWithContext(ctx)
 	}()
+	// An empty first list raises no handler, yet "it does not exist" is
+	// news too (a fan peer without a Blade): say so once synced.
+	go func() {
+		if toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			notify()
+		}
+	}()
 	return w
 }
 

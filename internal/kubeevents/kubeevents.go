@@ -40,6 +40,9 @@ const DefaultCapacity = 1000
 var actions = map[core.Reason]string{
 	core.ReasonAgentStarted:        "Start",
 	core.ReasonButtonPressed:       "PressButton",
+	core.ReasonButtonLongPressed:   "PressButton",
+	core.ReasonFanPeerLost:         "SyncFan",
+	core.ReasonFanPeerRestored:     "SyncFan",
 	core.ReasonIdentifyStarted:     "Identify",
 	core.ReasonIdentifyStopped:     "Identify",
 	core.ReasonCriticalTemperature: "ProtectThermal",

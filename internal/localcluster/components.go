@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -206,6 +207,19 @@ func (c *Cluster) agentKubeconfig(ctx context.Context, node, path string) error 
 		}
 	}
 	return clientcmd.WriteToFile(*kc, path)
+}
+
+// DeclareFanPeers annotates a and b as each other's fan peer
+// (kubeblade.io/fan-peer), as Talos's machine.nodeAnnotations would for two
+// blades sharing a standard fan unit.
+func (c *Cluster) DeclareFanPeers(ctx context.Context, a, b string) error {
+	for _, p := range [][2]string{{a, b}, {b, a}} {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, kbv1.AnnotationFanPeer, p[1])
+		if err := c.Ctrl.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: p[0]}}, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			return fmt.Errorf("declaring %s's fan peer: %w", p[0], err)
+		}
+	}
+	return nil
 }
 
 // Agent returns the agent started for node, or nil.

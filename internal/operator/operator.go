@@ -32,6 +32,8 @@ import (
 	"github.com/kubeblade/kubeblade/internal/operator/controller/csrsigner"
 	"github.com/kubeblade/kubeblade/internal/operator/controller/daemonset"
 	"github.com/kubeblade/kubeblade/internal/operator/controller/finalizer"
+	"github.com/kubeblade/kubeblade/internal/operator/controller/maintenance"
+	"github.com/kubeblade/kubeblade/internal/operator/controller/stale"
 	"github.com/kubeblade/kubeblade/internal/operator/controller/status"
 	"github.com/kubeblade/kubeblade/internal/operator/imagepolicy"
 	"github.com/kubeblade/kubeblade/internal/operator/outcome"
@@ -171,6 +173,16 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := wrap(carotation.ControllerName, (&carotation.Reconciler{
 		Client: c, Recorder: rec, Clock: o.Clock, Namespace: o.Namespace,
 		SecretName: o.CASecretName, Lifetime: o.CALifetime,
+	}).SetupWithManager(mgr)); err != nil {
+		return err
+	}
+	if err := wrap(maintenance.ControllerName, (&maintenance.Reconciler{
+		Client: c, APIReader: mgr.GetAPIReader(), Recorder: rec, Clock: o.Clock,
+	}).SetupWithManager(mgr)); err != nil {
+		return err
+	}
+	if err := wrap(stale.ControllerName, (&stale.Reconciler{
+		Client: c, Recorder: rec, Clock: o.Clock,
 	}).SetupWithManager(mgr)); err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -118,7 +119,13 @@ func taintPatch(on bool) nodeWrite {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return c.Patch(ctx(t), cur, client.RawPatch(types.MergePatchType, body))
+		err = c.Patch(ctx(t), cur, client.RawPatch(types.MergePatchType, body))
+		if apierrors.IsConflict(err) {
+			// Someone else changed the Node meanwhile; the agent reads
+			// it again and retries, and so does this.
+			return taintPatch(on)(t, c, n)
+		}
+		return err
 	}
 }
 
@@ -190,8 +197,6 @@ func TestAgentNodeOwnFields(t *testing.T) {
 		{"remove the identify annotation the button confirmed", patch(types.JSONPatchType,
 			`[{"op":"test","path":"/metadata/annotations/kubeblade.io~1identify","value":"true"},{"op":"remove","path":"/metadata/annotations/kubeblade.io~1identify"}]`, false),
 			func(n *corev1.Node) bool { _, has := n.Annotations[kbv1.AnnotationIdentify]; return !has }},
-		{"request maintenance from the button", mergePatch(`{"metadata":{"annotations":{"kubeblade.io/maintenance":"true"}}}`, false),
-			func(n *corev1.Node) bool { return n.Annotations["kubeblade.io/maintenance"] == "true" }},
 		{"set the BladeThermalCritical condition", patch(types.StrategicMergePatchType,
 			`{"status":{"conditions":[{"type":"BladeThermalCritical","status":"True","reason":"CriticalTemperature","message":"hot"}]}}`, true),
 			func(n *corev1.Node) bool { return condition(n) == corev1.ConditionTrue }},
@@ -202,6 +207,9 @@ func TestAgentNodeOwnFields(t *testing.T) {
 		{"clear the BladeThermalCritical condition", patch(types.StrategicMergePatchType,
 			`{"status":{"conditions":[{"type":"BladeThermalCritical","status":"False","reason":"TemperatureNormal","message":"ok"}]}}`, true),
 			func(n *corev1.Node) bool { return condition(n) == corev1.ConditionFalse }},
+		// Last: the operator's maintenance controller acts on it.
+		{"request maintenance from the button", mergePatch(`{"metadata":{"annotations":{"kubeblade.io/maintenance":"true"}}}`, false),
+			func(n *corev1.Node) bool { return n.Annotations["kubeblade.io/maintenance"] == "true" }},
 	}
 	for _, s := range steps {
 		if err := s.write(t, agent, n); err != nil {

@@ -42,6 +42,16 @@ type AgentConfig struct {
 	// +optional
 	Stealth bool `json:"stealth,omitempty"`
 
+	// FanPeerLostPercent is the least fan duty while the fan peer (the
+	// blade the Node annotation kubeblade.io/fan-peer names, sharing this
+	// blade's standard fan unit) is missing or its heartbeat is older than
+	// three heartbeat periods: its heat is then unknown. Default 60.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=60
+	// +optional
+	FanPeerLostPercent *int32 `json:"fanPeerLostPercent,omitempty"`
+
 	// TachEnabled reads the fan tachometer (and so detects a stalled fan).
 	// Default true; turn it off for fans without a tach wire.
 	// +optional
@@ -90,23 +100,46 @@ type LEDColors struct {
 	// +kubebuilder:validation:Pattern=`^#[0-9a-fA-F]{6}$`
 	// +optional
 	CriticalColor string `json:"criticalColor,omitempty"`
+	// MaintenanceColor: the edge LED is steady in it while maintenance is
+	// requested or queued and blinks it while the Node drains; the top LED
+	// blinks it when the drain failed.
+	// +kubebuilder:validation:Pattern=`^#[0-9a-fA-F]{6}$`
+	// +optional
+	MaintenanceColor string `json:"maintenanceColor,omitempty"`
+	// SafeToPullColor is the edge LED's steady colour once the Node is
+	// drained: the blade may be pulled.
+	// +kubebuilder:validation:Pattern=`^#[0-9a-fA-F]{6}$`
+	// +optional
+	SafeToPullColor string `json:"safeToPullColor,omitempty"`
+	// NodeAttentionColor is the top LED's steady colour while the Node is
+	// cordoned by someone other than kubeblade or is not Ready.
+	// +kubebuilder:validation:Pattern=`^#[0-9a-fA-F]{6}$`
+	// +optional
+	NodeAttentionColor string `json:"nodeAttentionColor,omitempty"`
 }
 
 // HardwareBackend names a hardware backend.
-// +kubebuilder:validation:Enum=auto;linux;simulated
+// +kubebuilder:validation:Enum=auto;linux;simulated;bcm2711;bcm2712
 type HardwareBackend string
 
 const (
-	// BackendAuto picks linux on a blade. It never falls back to the
+	// BackendAuto picks linux on a blade, or the register backend of its
+	// SoC when no kernel driver provides the LEDs and /dev/mem is usable
+	// (Raspberry Pi OS; never Talos). It never falls back to the
 	// simulation: a blade that cannot be driven must say so.
 	BackendAuto      HardwareBackend = "auto"
 	BackendLinux     HardwareBackend = "linux"
 	BackendSimulated HardwareBackend = "simulated"
+	// BackendBCM2711 and BackendBCM2712 are the linux backend with the
+	// LEDs and a standard fan unit's PWM driven through the SoC's registers
+	// (<devRoot>/mem), as the old compute-blade-agent did.
+	BackendBCM2711 HardwareBackend = "bcm2711"
+	BackendBCM2712 HardwareBackend = "bcm2712"
 )
 
 // HardwareConfig selects and configures the hardware backend.
 type HardwareConfig struct {
-	// Backend is auto, linux or simulated.
+	// Backend is auto, linux, simulated, bcm2711 or bcm2712.
 	// +kubebuilder:default=auto
 	// +optional
 	Backend HardwareBackend `json:"backend,omitempty"`

@@ -14,6 +14,11 @@ func (in *AgentConfig) DeepCopyInto(out *AgentConfig) {
 		*out = make([]FanCurveStep, len(*in))
 		copy(*out, *in)
 	}
+	if in.FanPeerLostPercent != nil {
+		in, out := &in.FanPeerLostPercent, &out.FanPeerLostPercent
+		*out = new(int32)
+		**out = **in
+	}
 	if in.TachEnabled != nil {
 		in, out := &in.TachEnabled, &out.TachEnabled
 		*out = new(bool)

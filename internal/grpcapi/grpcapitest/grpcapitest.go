@@ -22,6 +22,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/core"
 	"github.com/kubeblade/kubeblade/internal/eventbus"
 	"github.com/kubeblade/kubeblade/internal/grpcapi"
+	"github.com/kubeblade/kubeblade/internal/hardware"
 	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
 	"github.com/kubeblade/kubeblade/internal/pki"
 	"github.com/kubeblade/kubeblade/internal/pki/standalone"
@@ -44,6 +45,8 @@ type Options struct {
 	Dir string
 	// Audit receives the server's audit log (default: discarded).
 	Audit *slog.Logger
+	// Missing removes capabilities from the simulated blade.
+	Missing []hardware.Capability
 }
 
 // Blade is a running agent with its endpoints.
@@ -68,7 +71,7 @@ func Start(t testing.TB, o Options) *Blade {
 		o.Dir = t.TempDir()
 	}
 	clk := clocktesting.NewFakeClock(Epoch)
-	sim := simulated.New(simulated.Options{Clock: clk, Load: 0.2})
+	sim := simulated.New(simulated.Options{Clock: clk, Load: 0.2, Missing: o.Missing})
 	settings, err := config.Settings(config.Default())
 	if err != nil {
 		t.Fatal(err)

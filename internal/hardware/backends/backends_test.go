@@ -2,9 +2,20 @@ package backends
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/hardware"
+	"github.com/kubeblade/kubeblade/internal/hardware/bcm2711"
+	"github.com/kubeblade/kubeblade/internal/hardware/bcm2711/bcm2711test"
+	"github.com/kubeblade/kubeblade/internal/hardware/bcm2712/bcm2712test"
+	"github.com/kubeblade/kubeblade/internal/hardware/linux/gpio/gpiotest"
+	"github.com/kubeblade/kubeblade/internal/hardware/regs"
+	"github.com/kubeblade/kubeblade/internal/hardware/regs/regstest"
 )
 
 // TestAutoIsLinuxEvenOffBlade: auto never silently simulates; a machine
@@ -26,5 +37,142 @@ func TestAutoIsLinuxEvenOffBlade(t *testing.T) {
 		if err := o.Backend.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// blade writes a Compute Module's devicetree and whatever else is given.
+func blade(t *testing.T, soc string, files map[string]string) agentconfigv1.LinuxHardwareConfig {
+	t.Helper()
+	root := t.TempDir()
+	compat := map[string]string{
+		"bcm2711": "raspberrypi,4-compute-module\x00brcm,bcm2711\x00",
+		"bcm2712": "raspberrypi,5-compute-module\x00brcm,bcm2712\x00",
+	}[soc]
+	all := map[string]string{
+		"sys/firmware/devicetree/base/compatible": compat,
+		"proc/cmdline": "console=tty1 root=PARTUUID=abc rootwait\n",
+		"dev/.keep":    "",
+	}
+	for k, v := range files {
+		all[k] = v
+	}
+	for p, c := range all {
+		full := filepath.Join(root, p)
+		os.MkdirAll(filepath.Dir(full), 0o755)
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return agentconfigv1.LinuxHardwareConfig{SysfsRoot: filepath.Join(root, "sys"), DevRoot: filepath.Join(root, "dev"), ProcRoot: filepath.Join(root, "proc")}
+}
+
+var kernelLEDs = map[string]string{
+	"sys/class/leds/kubeblade:rgb:top/multi_index":      "red green blue\n",
+	"sys/class/leds/kubeblade:rgb:top/multi_intensity":  "0 0 0\n",
+	"sys/class/leds/kubeblade:rgb:top/max_brightness":   "255\n",
+	"sys/class/leds/kubeblade:rgb:top/brightness":       "0\n",
+	"sys/class/leds/kubeblade:rgb:edge/multi_index":     "red green blue\n",
+	"sys/class/leds/kubeblade:rgb:edge/multi_intensity": "0 0 0\n",
+	"sys/class/leds/kubeblade:rgb:edge/max_brightness":  "255\n",
+	"sys/class/leds/kubeblade:rgb:edge/brightness":      "0\n",
+}
+
+func TestBackendChoice(t *testing.T) {
+	refused := func(string) (regs.Mapper, error) {
+		return nil, fmt.Errorf("%w: open /dev/mem: permission denied", regs.ErrUnavailable)
+	}
+	for name, tc := range map[string]struct {
+		backend  agentconfigv1.HardwareBackend
+		soc      string
+		files    map[string]string
+		refuse   bool
+		want     string // Info.Backend
+		leds     bool
+		inDetail string
+	}{
+		"auto, CM4 without LED driver: registers": {backend: "auto", soc: "bcm2711", want: "bcm2711", leds: true, inDetail: "chosen by auto"},
+		"auto, CM5 without LED driver: registers": {backend: "auto", soc: "bcm2712", want: "bcm2712", leds: true, inDetail: "RP1 PWM0 channel 2"},
+		"auto, CM4 with kubeblade-leds: linux":    {backend: "auto", soc: "bcm2711", files: kernelLEDs, want: "linux", leds: true, inDetail: "LED class kubeblade:rgb:top"},
+		"auto, CM5 with /dev/leds0: linux": {backend: "auto", soc: "bcm2712", files: map[string]string{"dev/leds0": ""}, want: "linux", leds: true,
+			inDetail: "ws2812-pio-rp1"},
+		"auto, Talos: linux even with /dev/mem":  {backend: "auto", soc: "bcm2711", files: map[string]string{"proc/cmdline": "talos.platform=metal\n"}, want: "linux"},
+		"auto, /dev/mem refused: linux says why": {backend: "auto", soc: "bcm2711", refuse: true, want: "linux", inDetail: "register backend bcm2711 not used: /dev/mem unavailable"},
+		"bcm2711 asked, /dev/mem refused":        {backend: "bcm2711", soc: "bcm2711", refuse: true, want: "linux", inDetail: "hardware.backend bcm2711 unavailable: /dev/mem unavailable"},
+		"bcm2712 asked on a CM4":                 {backend: "bcm2712", soc: "bcm2711", want: "linux", inDetail: "hardware.backend bcm2712 unavailable: this blade's SoC is bcm2711"},
+		"bcm2711 asked on Talos": {backend: "bcm2711", soc: "bcm2711", files: map[string]string{"proc/cmdline": "talos.platform=metal\n"}, want: "linux",
+			inDetail: "Talos has no /dev/mem"},
+		"bcm2711 asked, with kubeblade-leds too": {backend: "bcm2711", soc: "bcm2711", files: kernelLEDs, want: "bcm2711", leds: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := blade(t, tc.soc, tc.files)
+			m11, m12 := bcm2711test.New(16), bcm2712test.New(16)
+			deps := Deps{GPIO: gpiotest.NewDriver(), RegisterSleep: m11.File.Sleep}
+			deps.DevMem = func(path string) (regs.Mapper, error) {
+				if path != filepath.Join(cfg.DevRoot, "mem") {
+					t.Errorf("opened %s, want <devRoot>/mem", path)
+				}
+				if tc.soc == "bcm2712" {
+					return m12.File, nil
+				}
+				return m11.File, nil
+			}
+			if tc.refuse {
+				deps.DevMem = refused
+			}
+			o, err := Open(t.Context(), agentconfigv1.HardwareConfig{Backend: tc.backend, Linux: cfg}, deps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer o.Backend.Close()
+			info := o.Backend.Info()
+			if info.Backend != tc.want {
+				t.Fatalf("backend %q, want %q (detail %q)", info.Backend, tc.want, info.Detail)
+			}
+			if got := o.Backend.Capabilities().Has(hardware.CapLEDs); got != tc.leds {
+				t.Errorf("LED capability %v, want %v (detail %q)", got, tc.leds, info.Detail)
+			}
+			if !strings.Contains(info.Detail, tc.inDetail) {
+				t.Errorf("detail %q does not say %q", info.Detail, tc.inDetail)
+			}
+			if tc.want == "linux" && (len(m11.File.Log()) > 0 || len(m12.File.Log()) > 0) {
+				t.Errorf("registers touched although the linux backend was chosen:\n%s%s", regstest.Dump(m11.File.Log()), regstest.Dump(m12.File.Log()))
+			}
+		})
+	}
+}
+
+// TestRegisterBackendDrivesTheBlade: the agent-facing interface reaches
+// the registers — a colour set becomes a frame the LEDs decode, the fan
+// gets its duty back.
+func TestRegisterBackendDrivesTheBlade(t *testing.T) {
+	cfg := blade(t, "bcm2711", nil)
+	m := bcm2711test.New(16)
+	o, err := Open(t.Context(), agentconfigv1.HardwareConfig{Backend: "auto", Linux: cfg},
+		Deps{GPIO: gpiotest.NewDriver(), RegisterSleep: m.File.Sleep, DevMem: func(string) (regs.Mapper, error) { return m.File, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := o.Backend
+	if err := b.SetFanPercent(50); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetLED(hardware.LEDEdge, hardware.Color{R: 0x12, G: 0x34, B: 0x56}); err != nil {
+		t.Fatal(err)
+	}
+	words, err := m.LEDWords()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(words) == 0 {
+		t.Fatal("no frame reached the LEDs")
+	}
+	if got := m.File.Peek(bcm2711.BlockPWM, bcm2711.RegDAT1); got != 49 {
+		t.Errorf("fan duty %d after the frame, want 49 (50 %% of 98)", got)
+	}
+	if err := b.Close(); err != nil || !m.File.Closed() {
+		t.Fatalf("Close: %v, /dev/mem closed %v", err, m.File.Closed())
+	}
+	if len(m.Errors) > 0 {
+		t.Fatal(m.Errors)
 	}
 }

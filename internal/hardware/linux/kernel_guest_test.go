@@ -193,27 +193,33 @@ func TestKernelCM4Blade(t *testing.T) {
 		start := time.Now()
 		press(3) // a press with three bounces well inside the debounce
 		press(0) // a clean press
-		var got []time.Time
-		testwait.Eventually(t, 10*time.Second, "two button events", func(context.Context) (bool, string) {
+		// Both edges are reported (the agent times a press: 3 s is a long
+		// press), so two presses are four events: down, up, down, up.
+		var got []hardware.ButtonEvent
+		testwait.Eventually(t, 10*time.Second, "four button edges", func(context.Context) (bool, string) {
 			select {
 			case ev := <-b.ButtonEvents():
-				got = append(got, ev.Time)
+				got = append(got, ev)
 			default:
 			}
-			return len(got) >= 2, fmt.Sprintf("%d so far", len(got))
+			return len(got) >= 4, fmt.Sprintf("%d so far", len(got))
 		})
 		select {
 		case ev := <-b.ButtonEvents():
-			t.Fatalf("a third event at %s: the bounces were not debounced", ev.Time)
+			t.Fatalf("a fifth edge %+v: the bounces were not debounced", ev)
 		default:
 		}
-		for _, at := range got {
-			if d := at.Sub(start); d < 0 || d > 5*time.Second {
-				t.Fatalf("event time %s is %s from the presses: kernel timestamps not converted", at, d)
+		for i, ev := range got {
+			want := []hardware.ButtonEdge{hardware.ButtonDown, hardware.ButtonUp}[i%2]
+			if ev.Edge != want {
+				t.Fatalf("edge %d is %v, want %v (active low: falling is down): %+v", i, ev.Edge, want, got)
 			}
-		}
-		if !got[1].After(got[0]) {
-			t.Fatalf("events out of order: %v", got)
+			if d := ev.Time.Sub(start); d < 0 || d > 5*time.Second {
+				t.Fatalf("event time %s is %s from the presses: kernel timestamps not converted", ev.Time, d)
+			}
+			if i > 0 && !ev.Time.After(got[i-1].Time) {
+				t.Fatalf("events out of order: %+v", got)
+			}
 		}
 	})
 

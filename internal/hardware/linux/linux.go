@@ -76,6 +76,29 @@ type Options struct {
 	// AwaitPWMExport is passed to sysfs.OpenPWM (tests simulate the
 	// kernel with it).
 	AwaitPWMExport func(attempt int) bool
+	// Outputs, when set, drive the LEDs and a standard fan unit's PWM in
+	// place of kernel drivers (the bcm2711/bcm2712 register backends);
+	// everything else stays on the kernel interfaces. The backend then
+	// reports Outputs.Name() as its name and closes Outputs on Close.
+	Outputs Outputs
+	// Note is added to Info.Detail: why this backend and not another.
+	Note string
+}
+
+// Outputs drive the WS2812 LEDs and a standard fan unit's PWM by other
+// means than kernel drivers.
+type Outputs interface {
+	// Name is the backend name reported in Info (bcm2711, bcm2712).
+	Name() string
+	// Describe says what drives the LEDs, for Info.Detail.
+	Describe() string
+	// StartFan takes the fan PWM pin; only called for a standard fan unit
+	// (with the smart unit the pin is a UART).
+	StartFan() error
+	SetFanPercent(percent uint8) error
+	// SetLEDs sends both colours, top first.
+	SetLEDs(top, edge hardware.Color) error
+	Close() error
 }
 
 type fanKind string
@@ -86,6 +109,7 @@ const (
 	fanHwmon fanKind = "hwmon"
 	fanGPIO  fanKind = "gpio-on-off"
 	fanSmart fanKind = "smart-fan-unit"
+	fanRegs  fanKind = "registers"
 )
 
 // Backend is the linux backend. It implements hardware.Backend.
@@ -115,8 +139,11 @@ type Backend struct {
 
 	ledClass [2]*sysfs.MulticolorLED
 	stream   *sysfs.LEDStream
-	ledMu    sync.Mutex
-	leds     [2]hardware.Color
+	outputs  Outputs
+	// ledDesc says what drives the LEDs, for Info.Detail.
+	ledDesc string
+	ledMu   sync.Mutex
+	leds    [2]hardware.Color
 
 	smart       *uart.Client
 	smartPath   string
@@ -178,6 +205,10 @@ func Open(ctx context.Context, o Options) (*Backend, error) {
 	}
 	plat := Detect(cfg.SysfsRoot, cfg.ProcRoot, cfg.DevRoot, o.GPIO)
 	b.info = hardware.Info{Backend: "linux", IsBlade: plat.IsBlade, SoC: plat.SoC, FanUnit: hardware.FanUnitNone, Detail: plat.Detail}
+	if o.Outputs != nil {
+		b.outputs = o.Outputs
+		b.info.Backend = o.Outputs.Name()
+	}
 	if b.info.SoC == "" {
 		b.info.SoC = "unknown"
 	}
@@ -212,6 +243,12 @@ func Open(ctx context.Context, o Options) (*Backend, error) {
 		fan += " (" + b.fanWhy + ")"
 	}
 	notes := []string{plat.Detail, "fan: " + fan}
+	if o.Note != "" {
+		notes = append(notes, o.Note)
+	}
+	if b.ledDesc != "" {
+		notes = append(notes, "leds: "+b.ledDesc)
+	}
 	if len(missing) > 0 {
 		sort.Strings(missing)
 		notes = append(notes, "missing "+strings.Join(missing, "; "))
@@ -241,7 +278,7 @@ func (b *Backend) openGPIO(cfg agentconfigv1.LinuxHardwareConfig, plat Platform,
 	b.chip = chip
 
 	if _, err := b.claim(gpio.ParseLineSpec(cfg.Lines.Button, lineButton), gpio.Request{
-		Consumer: "kubeblade-button", Bias: biasButton, Edge: gpio.EdgeFalling,
+		Consumer: "kubeblade-button", Bias: biasButton, Edge: gpio.EdgeBoth,
 		Debounce: ButtonDebounce, Handler: b.onButtonEdge,
 	}); err != nil {
 		miss(hardware.CapButton, err)
@@ -304,17 +341,23 @@ func (b *Backend) onButtonEdge(ev gpio.Event) {
 	if lag := b.drv.Now() - ev.Time; lag > 0 && lag < time.Minute {
 		now = now.Add(-lag)
 	}
-	b.deliverButton(now)
+	// Both edges, so the agent can time a press (long press = maintenance).
+	// The button is active low: falling is down, rising is up.
+	edge := hardware.ButtonDown
+	if ev.Rising {
+		edge = hardware.ButtonUp
+	}
+	b.deliverButton(now, edge)
 }
 
-func (b *Backend) deliverButton(t time.Time) {
+func (b *Backend) deliverButton(t time.Time, edge hardware.ButtonEdge) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return
 	}
 	select {
-	case b.buttons <- hardware.ButtonEvent{Time: t}:
+	case b.buttons <- hardware.ButtonEvent{Time: t, Edge: edge}:
 	default:
 		b.dropped++ // the agent is far behind; more presses add nothing
 	}
@@ -376,7 +419,7 @@ func (b *Backend) openFanUnit(o Options, plat Platform) hardware.FanUnit {
 	go func() {
 		defer close(b.forwardDone)
 		for t := range c.Buttons() {
-			b.deliverButton(t)
+			b.deliverButton(t, hardware.ButtonClick) // the unit reports presses, no releases
 		}
 	}()
 	return hardware.FanUnitSmart
@@ -444,6 +487,11 @@ func (b *Backend) openFan(o Options, plat Platform, miss missFunc) {
 			}
 			b.hwmon = h
 			b.fanWhy = hwWhy
+		case fanRegs:
+			if err := o.Outputs.StartFan(); err != nil {
+				errs = append(errs, err)
+				return false
+			}
 		case fanGPIO:
 			// Last resort (a CM5 kernel without any PWM on GPIO12):
 			// full speed or off. Initially on, the safe state.
@@ -479,6 +527,10 @@ func (b *Backend) openFan(o Options, plat Platform, miss missFunc) {
 				order = []fanKind{fanHwmon, fanPWM, fanGPIO}
 			}
 		}
+	}
+	if o.Outputs != nil {
+		// GPIO12 belongs to the register backend's PWM.
+		order = []fanKind{fanRegs}
 	}
 	for _, k := range order {
 		if try(k) {
@@ -540,6 +592,11 @@ func (b *Backend) openThermal(cfg agentconfigv1.LinuxHardwareConfig, plat Platfo
 // the normal outcome there, not an error; with a smart fan unit the edge
 // LED is still mirrored on the unit.
 func (b *Backend) openLEDs(cfg agentconfigv1.LinuxHardwareConfig, miss missFunc) {
+	if b.outputs != nil {
+		b.caps[hardware.CapLEDs] = true
+		b.ledDesc = b.outputs.Describe()
+		return
+	}
 	names := [2]string{cfg.LEDs.Top, cfg.LEDs.Edge}
 	auto := sysfs.MulticolorLEDs(cfg.SysfsRoot)
 	var errs []error
@@ -562,6 +619,18 @@ func (b *Backend) openLEDs(cfg agentconfigv1.LinuxHardwareConfig, miss missFunc)
 		}
 		b.ledClass[i] = l
 	}
+	// One LED of two is a half-loaded or misnamed driver: driving it alone
+	// would leave the other showing a stale colour the status does not.
+	for i, hint := range [2]string{"top", "edge"} {
+		if b.ledClass[i] == nil && b.ledClass[1-i] != nil {
+			errs = append(errs, fmt.Errorf("LED class: %s found but no multicolor LED for the %s LED (driver half-loaded?)", b.ledClass[1-i].Name(), hint))
+			b.ledClass = [2]*sysfs.MulticolorLED{}
+			break
+		}
+	}
+	if b.ledClass[0] != nil {
+		b.ledDesc = "LED class " + b.ledClass[0].Name() + ", " + b.ledClass[1].Name()
+	}
 	if b.ledClass[0] == nil && b.ledClass[1] == nil {
 		stream := cfg.LEDs.Stream
 		if stream == "" {
@@ -570,11 +639,17 @@ func (b *Backend) openLEDs(cfg agentconfigv1.LinuxHardwareConfig, miss missFunc)
 		if !filepath.IsAbs(stream) {
 			stream = filepath.Join(cfg.DevRoot, stream)
 		}
-		if s, err := sysfs.OpenLEDStream(stream); err == nil {
-			b.stream = s
-		} else if cfg.LEDs.Stream != "" {
-			errs = append(errs, err)
+		if _, err := os.Stat(stream); err == nil || cfg.LEDs.Stream != "" {
+			if s, err := sysfs.OpenLEDStream(stream); err == nil {
+				b.stream = s
+				b.ledDesc = stream + " (ws2812-pio-rp1)"
+			} else {
+				errs = append(errs, err)
+			}
 		}
+	}
+	if b.ledDesc == "" && b.smart != nil {
+		b.ledDesc = "smart fan unit (edge LED only)"
 	}
 	if b.ledClass[0] != nil || b.ledClass[1] != nil || b.stream != nil || b.smart != nil {
 		b.caps[hardware.CapLEDs] = true
@@ -630,6 +705,8 @@ func (b *Backend) SetFanPercent(p uint8) error {
 		}
 		b.hwmonWant = sysfs.Scale(p)
 		return nil
+	case fanRegs:
+		return b.outputs.SetFanPercent(p)
 	case fanGPIO:
 		// On/off only: any duty runs the fan flat out, erring cool.
 		v := 0
@@ -706,6 +783,9 @@ func (b *Backend) SetLED(led hardware.LED, c hardware.Color) error {
 	var errs []error
 	if l := b.ledClass[led]; l != nil {
 		errs = append(errs, l.Set(c.R, c.G, c.B))
+	}
+	if b.outputs != nil {
+		errs = append(errs, b.outputs.SetLEDs(b.leds[hardware.LEDTop], b.leds[hardware.LEDEdge]))
 	}
 	if b.stream != nil {
 		chain := make([][3]uint8, len(hardware.LEDs))
@@ -809,6 +889,9 @@ func (b *Backend) Close() error {
 		b.smartCancel()
 		<-b.smartDone
 		<-b.forwardDone
+	}
+	if b.outputs != nil {
+		errs = append(errs, b.outputs.Close())
 	}
 	b.mu.Lock()
 	close(b.buttons)

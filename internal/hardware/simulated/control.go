@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/kubeblade/kubeblade/internal/hardware"
 )
@@ -15,7 +16,9 @@ import (
 // only when the simulated backend is in use; it is never on a TCP port.
 //
 //	GET  /state                      read-out as JSON
-//	POST /button                     one press
+//	POST /button                     one press (a click)
+//	POST /button?hold=3.5s           press, hold (the request waits), release:
+//	                                 3 s or more toggles maintenance
 //	POST /load?value=1.5             CPU load
 //	POST /temperature?celsius=70     jump the SoC temperature
 //	POST /power?source=poe-or-usbc   PoE detect line
@@ -27,8 +30,35 @@ func ControlHandler(b *Blade) http.Handler {
 		writeState(w, b)
 	})
 	mux.HandleFunc("POST /button", func(w http.ResponseWriter, r *http.Request) {
-		if !b.PressButton() {
+		hold := r.URL.Query().Get("hold")
+		if hold == "" {
+			if !b.PressButton() {
+				http.Error(w, "button press not accepted (blade closed or queue full)", http.StatusConflict)
+				return
+			}
+			writeState(w, b)
+			return
+		}
+		d, err := time.ParseDuration(hold)
+		if err != nil || d <= 0 || d > time.Minute {
+			http.Error(w, fmt.Sprintf("hold %q: want a duration from 1ms to 1m, e.g. 3.5s", hold), http.StatusBadRequest)
+			return
+		}
+		if !b.ButtonDown() {
 			http.Error(w, "button press not accepted (blade closed or queue full)", http.StatusConflict)
+			return
+		}
+		// The hold is real time: the control socket serves the demo and
+		// end-to-end tests, whose agents run on the real clock. The
+		// button is released even when the caller gives up waiting.
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+		}
+		if !b.ButtonUp() {
+			http.Error(w, "button release not accepted (blade closed or queue full)", http.StatusConflict)
 			return
 		}
 		writeState(w, b)

@@ -157,7 +157,7 @@ func (b *Blade) need(c hardware.Capability) error {
 
 // Info implements hardware.Backend.
 func (b *Blade) Info() hardware.Info {
-	return hardware.Info{Backend: "simulated", IsBlade: true, SoC: "simulated", FanUnit: b.opts.FanUnit, Detail: "software blade"}
+	return hardware.Info{Backend: "simulated", IsBlade: true, SoC: "simulated", FanUnit: b.opts.FanUnit, Detail: "software blade; leds: simulated WS2812 pair"}
 }
 
 // Capabilities implements hardware.Backend.
@@ -281,22 +281,37 @@ func (b *Blade) Close() error {
 	return nil
 }
 
-// PressButton injects one button edge at the clock's current time. It
-// reports false when the blade is closed or its button queue is full.
+// PressButton injects one click (a press without a reported release, as
+// the smart fan unit's button frame is) at the clock's current time. It
+// reports false when the blade is closed, has no button or its button
+// queue is full.
 func (b *Blade) PressButton() bool {
 	return b.PressButtonAt(b.opts.Clock.Now())
 }
 
-// PressButtonAt injects one button edge with the given timestamp, to model
+// PressButtonAt injects one click with the given timestamp, to model
 // contact bounce.
 func (b *Blade) PressButtonAt(t time.Time) bool {
+	return b.ButtonEdgeAt(t, hardware.ButtonClick)
+}
+
+// ButtonDown and ButtonUp inject the edges of a held press at the clock's
+// current time, as the GPIO edge button reports them; the agent times the
+// press between them (3 s or more is a long press).
+func (b *Blade) ButtonDown() bool { return b.ButtonEdgeAt(b.opts.Clock.Now(), hardware.ButtonDown) }
+
+// ButtonUp: see ButtonDown.
+func (b *Blade) ButtonUp() bool { return b.ButtonEdgeAt(b.opts.Clock.Now(), hardware.ButtonUp) }
+
+// ButtonEdgeAt injects one raw button event with the given timestamp.
+func (b *Blade) ButtonEdgeAt(t time.Time, edge hardware.ButtonEdge) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed || !b.caps[hardware.CapButton] {
 		return false
 	}
 	select {
-	case b.button <- hardware.ButtonEvent{Time: t}:
+	case b.button <- hardware.ButtonEvent{Time: t, Edge: edge}:
 		return true
 	default:
 		return false

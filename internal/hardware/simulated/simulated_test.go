@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -114,11 +115,21 @@ func TestButtonAndOutputs(t *testing.T) {
 	}
 	select {
 	case ev := <-b.ButtonEvents():
-		if !ev.Time.Equal(clk.Now()) {
-			t.Errorf("press time %v, want %v", ev.Time, clk.Now())
+		if !ev.Time.Equal(clk.Now()) || ev.Edge != hardware.ButtonClick {
+			t.Errorf("press %+v, want a click at %v", ev, clk.Now())
 		}
 	default:
 		t.Fatal("no button event")
+	}
+	// A held press: down, then up 3.5 s later, each at the clock's time.
+	down := clk.Now()
+	b.ButtonDown()
+	clk.Step(3500 * time.Millisecond)
+	b.ButtonUp()
+	for _, want := range []hardware.ButtonEvent{{Time: down, Edge: hardware.ButtonDown}, {Time: down.Add(3500 * time.Millisecond), Edge: hardware.ButtonUp}} {
+		if ev := <-b.ButtonEvents(); ev != want {
+			t.Errorf("edge %+v, want %+v", ev, want)
+		}
 	}
 	red := hardware.Color{R: 255}
 	if err := b.SetLED(hardware.LEDEdge, red); err != nil {
@@ -188,6 +199,9 @@ func TestControlHandler(t *testing.T) {
 		{"POST", "/sensor-hang?hung=false", 200, `"sensorHung": false`},
 		{"POST", "/sensor-hang?hung=perhaps", 400, "want true or false"},
 		{"POST", "/button", 200, `"load"`},
+		{"POST", "/button?hold=10ms", 200, `"load"`},
+		{"POST", "/button?hold=forever", 400, "want a duration"},
+		{"POST", "/button?hold=2m", 400, "want a duration"},
 		{"DELETE", "/state", 405, ""},
 	}
 	for _, tc := range cases {
@@ -197,8 +211,12 @@ func TestControlHandler(t *testing.T) {
 			t.Errorf("%s %s = %d %q, want %d containing %q", tc.method, tc.path, rec.Code, rec.Body.String(), tc.wantCode, tc.wantBody)
 		}
 	}
-	if len(b.ButtonEvents()) != 1 {
-		t.Errorf("POST /button queued %d presses, want 1", len(b.ButtonEvents()))
+	var got []hardware.ButtonEdge
+	for len(b.ButtonEvents()) > 0 {
+		got = append(got, (<-b.ButtonEvents()).Edge)
+	}
+	if want := []hardware.ButtonEdge{hardware.ButtonClick, hardware.ButtonDown, hardware.ButtonUp}; !slices.Equal(got, want) {
+		t.Errorf("POST /button, /button?hold=10ms queued %v, want %v", got, want)
 	}
 	_ = http.StatusOK
 }

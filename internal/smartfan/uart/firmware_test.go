@@ -47,8 +47,12 @@ func newRack(t *testing.T, left, right uint8) *rack {
 		r.since[s] = r.unit.Clock().Now()
 		connected(t, c, pct)
 		r.wish(s, pct)
+		// The unit reads each UART on its own goroutine: without settling
+		// here, the right blade's first request could be handled before the
+		// left's, and the shared request variable (which every later test
+		// reasons about) would hold the wrong blade's percent.
+		r.settle()
 	}
-	r.settle()
 	return r
 }
 
@@ -102,6 +106,9 @@ func (r *rack) settle() {
 	testwait.Eventually(r.t, waitTimeout, "the rack to settle", func(context.Context) (bool, string) {
 		var notes []string
 		for i, c := range r.clients {
+			if c == nil {
+				continue // not attached yet (newRack)
+			}
 			s := smartfantest.Side(i)
 			st := c.Stats()
 			ticks := uint64(now.Sub(r.since[s]) / resend)

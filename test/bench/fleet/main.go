@@ -5,7 +5,21 @@
 // object exists, the time for a BladeConfig change to reach every blade,
 // API writes per minute at steady state and memory per agent.
 //
-//	go run ./test/bench/fleet [-agents 1000] [-settle 15s] [-quiet 90s] [-window 5m]
+//	go run ./test/bench/fleet [-agents 1000] [-settle 15s] [-quiet 90s] [-window 5m] [-fan-peers]
+//
+// -fan-peers declares blades 2i and 2i+1 each other's fan peer (Node
+// annotation kubeblade.io/fan-peer): every agent also watches its peer's
+// Blade and follows its demand, and the steady-state count shows what that
+// costs in writes.
+//
+// -kill N runs the operator in the harness's process and, after the steady
+// state, kills N agents at once (their contexts end; their Blades stay, as
+// with a crashed pod), then times until the operator has marked every one of
+// them stale (state Unknown). Three heartbeat periods at the default 5 min
+// would be 15 min of waiting: -heartbeat shortens the agents' period for
+// this measurement (every agent publishes its period, which the operator
+// reads), and -window 0 skips the steady-state count, which a short
+// heartbeat would distort.
 //
 // Steady state is what a settled blade costs: a heartbeat every 5 min.
 // A config change moves the temperature, which is written once more
@@ -58,8 +72,11 @@ func main() {
 	quiet := flag.Duration("quiet", 90*time.Second, "wait after the config change before counting steady-state writes: past the one temperature-drift write MinInterval (1m) after it")
 	window := flag.Duration("window", 5*time.Minute, "steady-state window; one heartbeat period (5m) counts every blade's heartbeat once")
 	timeout := flag.Duration("timeout", 5*time.Minute, "give up on a phase after this long")
+	fanPeers := flag.Bool("fan-peers", false, "pair the blades as fan peers (kubeblade.io/fan-peer on each Node)")
+	heartbeat := flag.Duration("heartbeat", 0, "the agents' Blade heartbeat period (0: the agent's default, 5m)")
+	kill := flag.Int("kill", 0, "after the steady state, kill this many agents at once and time the operator's stale detection (runs the operator)")
 	flag.Parse()
-	if err := run(*agents, *settle, *quiet, *window, *timeout); err != nil {
+	if err := run(*agents, *settle, *quiet, *window, *timeout, *fanPeers, *heartbeat, *kill); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
 	}
@@ -70,7 +87,7 @@ type blade struct {
 	rep *kubeagent.Reporter
 }
 
-func run(n int, settle, quiet, window, timeout time.Duration) error {
+func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, heartbeat time.Duration, kill int) error {
 	klog.SetLogger(logr.Discard())
 	// The API server's in-flight limits are raised: every agent holds two
 	// watches and starts with a burst of writes. The harness's client is in
@@ -102,6 +119,9 @@ func run(n int, settle, quiet, window, timeout time.Duration) error {
 		nodes[i] = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: names[i], Labels: map[string]string{
 			"kubernetes.io/arch": "arm64", kbv1.LabelConfig: configName,
 		}}}
+		if peer := i ^ 1; fanPeers && peer < n {
+			nodes[i].Annotations = map[string]string{kbv1.AnnotationFanPeer: benchenv.NodeName(peer)}
+		}
 	}
 	start := time.Now()
 	if err := benchenv.CreateNodes(ctx, admin, 32, nodes); err != nil {
@@ -109,6 +129,9 @@ func run(n int, settle, quiet, window, timeout time.Duration) error {
 	}
 	fmt.Printf("fixture: %d Nodes labelled %s=%s and BladeConfig %s created in %s\n",
 		n, kbv1.LabelConfig, configName, configName, time.Since(start).Round(time.Millisecond))
+	if fanPeers {
+		fmt.Printf("fixture: blades paired as fan peers (%s), %d pairs\n", kbv1.AnnotationFanPeer, n/2)
+	}
 
 	// The harness watches Blades through one informer: counting them is a
 	// local read, not a list of 1 000 objects every poll.
@@ -121,6 +144,7 @@ func run(n int, settle, quiet, window, timeout time.Duration) error {
 	memBefore := memStats()
 	agentCfg := rest.CopyConfig(cfg) // client-go's default QPS 5/burst 10, per agent: as a real agent
 	fleet := make([]blade, n)
+	stops := make([]func(), n)
 	var runErr atomic.Value
 	var wg sync.WaitGroup
 	start = time.Now()
@@ -132,21 +156,27 @@ func run(n int, settle, quiet, window, timeout time.Duration) error {
 		if err != nil {
 			return err
 		}
-		rep, err := kubeagent.New(kubeagent.Options{Config: agentCfg, NodeName: name, Agent: a, Local: local})
+		rep, err := kubeagent.New(kubeagent.Options{Config: agentCfg, NodeName: name, Agent: a, Local: local, Heartbeat: heartbeat})
 		if err != nil {
 			return err
 		}
 		fleet[i] = blade{sim: sim, rep: rep}
+		actx, stop := context.WithCancel(ctx)
+		var done sync.WaitGroup
+		done.Add(2)
+		stops[i] = func() { stop(); done.Wait() }
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			if err := a.Run(ctx); err != nil {
+			defer done.Done()
+			if err := a.Run(actx); err != nil {
 				runErr.Store(err)
 			}
 		}()
 		go func() {
 			defer wg.Done()
-			if err := rep.Run(ctx); err != nil {
+			defer done.Done()
+			if err := rep.Run(actx); err != nil {
 				runErr.Store(err)
 			}
 		}()
@@ -192,16 +222,29 @@ func run(n int, settle, quiet, window, timeout time.Duration) error {
 	fmt.Printf("BladeConfig change applied by all %d blades (Blade.status.config generation 2) %s after the update\n",
 		n, tConfig.Round(time.Millisecond))
 
-	fmt.Printf("waiting %s for the change's temperature drift to be written, then counting API writes for %s...\n", quiet, window)
-	time.Sleep(quiet)
-	w0, cpu0, t0 := writes(fleet), processCPU(), time.Now()
-	time.Sleep(window) // the measurement window itself
-	w1, cpu1, elapsed := writes(fleet), processCPU(), time.Since(t0)
-	perMin := float64(w1-w0) / elapsed.Minutes()
-	fmt.Printf("steady state: %d writes in %s = %.1f writes/min (%.3f per blade per 5 min; target <= 1)\n",
-		w1-w0, elapsed.Round(time.Second), perMin, float64(w1-w0)/float64(n)/(elapsed.Minutes()/5))
-	cpuPct := 100 * (cpu1 - cpu0).Seconds() / elapsed.Seconds()
-	fmt.Printf("harness CPU at steady state: %.1f %% of one core for %d agents (%.3f %% per agent)\n", cpuPct, n, cpuPct/float64(n))
+	var perMin, perBlade, cpuPct float64
+	var elapsed time.Duration
+	if window > 0 {
+		fmt.Printf("waiting %s for the change's temperature drift to be written, then counting API writes for %s...\n", quiet, window)
+		time.Sleep(quiet)
+		w0, cpu0, t0 := writes(fleet), processCPU(), time.Now()
+		time.Sleep(window) // the measurement window itself
+		var w1 uint64
+		var cpu1 time.Duration
+		w1, cpu1, elapsed = writes(fleet), processCPU(), time.Since(t0)
+		perMin = float64(w1-w0) / elapsed.Minutes()
+		perBlade = float64(w1-w0) / float64(n) / (elapsed.Minutes() / 5)
+		fmt.Printf("steady state: %d writes in %s = %.1f writes/min (%.3f per blade per 5 min; target <= 1)\n",
+			w1-w0, elapsed.Round(time.Second), perMin, perBlade)
+		cpuPct = 100 * (cpu1 - cpu0).Seconds() / elapsed.Seconds()
+		fmt.Printf("harness CPU at steady state: %.1f %% of one core for %d agents (%.3f %% per agent)\n", cpuPct, n, cpuPct/float64(n))
+	}
+	staleS, staleHbS := 0.0, 0.0
+	if kill > 0 {
+		if staleS, staleHbS, err = measureStale(ctx, adminCfg, admin, blades, names, stops, min(kill, n), heartbeat, timeout); err != nil {
+			return err
+		}
+	}
 
 	memAfter := memStats()
 	heapPer := float64(memAfter.HeapInuse-memBefore.HeapInuse) / float64(n) / 1024
@@ -212,21 +255,80 @@ func run(n int, settle, quiet, window, timeout time.Duration) error {
 		return e.(error)
 	}
 
-	fmt.Printf("fleet-result agents=%d blades_s=%.2f gen1_s=%.2f config_s=%.2f writes_per_min=%.1f writes_per_blade_5min=%.3f window_s=%.0f heap_kib=%.1f sys_kib=%.1f cpu_pct=%.1f\n",
-		n, tBlades.Seconds(), tGen1.Seconds(), tConfig.Seconds(), perMin, float64(w1-w0)/float64(n)/(elapsed.Minutes()/5),
-		elapsed.Seconds(), heapPer, sysPer, cpuPct)
+	fmt.Printf("fleet-result fan_peers=%t agents=%d blades_s=%.2f gen1_s=%.2f config_s=%.2f writes_per_min=%.1f writes_per_blade_5min=%.3f window_s=%.0f heap_kib=%.1f sys_kib=%.1f cpu_pct=%.1f killed=%d stale_after_kill_s=%.1f stale_after_heartbeat_s=%.1f\n",
+		fanPeers, n, tBlades.Seconds(), tGen1.Seconds(), tConfig.Seconds(), perMin, perBlade,
+		elapsed.Seconds(), heapPer, sysPer, cpuPct, kill, staleS, staleHbS)
 	return nil
 }
 
-// bladeWatch counts Blades, and Blades reporting a BladeConfig generation.
-type bladeWatch struct{ store toolscache.Store }
+// bladeWatch counts Blades, and Blades reporting a BladeConfig generation,
+// and notes when each Blade was first seen marked stale.
+type bladeWatch struct {
+	store toolscache.Store
+
+	mu sync.Mutex
+	// marked: Blade name → when the watch saw it Unknown and the
+	// heartbeat time it had then.
+	marked map[string][2]time.Time
+}
 
 func newBladeWatch(ctx context.Context, cfg *rest.Config) *bladeWatch {
 	dc := dynamic.NewForConfigOrDie(cfg)
 	f := dynamicinformer.NewDynamicSharedInformerFactory(dc, 0)
 	inf := f.ForResource(schema.GroupVersionResource{Group: kbv1.GroupVersion.Group, Version: kbv1.GroupVersion.Version, Resource: "blades"})
+	w := &bladeWatch{store: inf.Informer().GetStore(), marked: map[string][2]time.Time{}}
+	note := func(o any) {
+		u, ok := o.(interface {
+			UnstructuredContent() map[string]any
+			GetName() string
+		})
+		if !ok {
+			return
+		}
+		st, _ := u.UnstructuredContent()["status"].(map[string]any)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if st["state"] != kbv1.BladeStateUnknown {
+			delete(w.marked, u.GetName())
+			return
+		}
+		if _, seen := w.marked[u.GetName()]; !seen {
+			hb, _ := time.Parse(time.RFC3339, fmt.Sprint(st["heartbeatTime"]))
+			w.marked[u.GetName()] = [2]time.Time{time.Now(), hb}
+		}
+	}
+	_, _ = inf.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: note, UpdateFunc: func(_, o any) { note(o) },
+	})
 	go inf.Informer().RunWithContext(ctx)
-	return &bladeWatch{store: inf.Informer().GetStore()}
+	return w
+}
+
+// unknown counts the named Blades seen marked stale.
+func (w *bladeWatch) unknown(names []string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c := 0
+	for _, n := range names {
+		if _, ok := w.marked[n]; ok {
+			c++
+		}
+	}
+	return c
+}
+
+// worstMarkDelay is the longest time from a Blade's last heartbeat to the
+// harness seeing it marked.
+func (w *bladeWatch) worstMarkDelay(names []string) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var worst time.Duration
+	for _, n := range names {
+		if m, ok := w.marked[n]; ok && m[0].Sub(m[1]) > worst {
+			worst = m[0].Sub(m[1])
+		}
+	}
+	return worst
 }
 
 // count returns how many Blades exist and how many report generation gen

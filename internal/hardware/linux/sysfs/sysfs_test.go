@@ -283,27 +283,6 @@ func TestMulticolorLED(t *testing.T) {
 	}
 }
 
-func TestLEDStream(t *testing.T) {
-	root := tree(t, map[string]string{"leds0": ""})
-	s, err := sysfs.OpenLEDStream(filepath.Join(root, "leds0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Write([][3]uint8{{1, 2, 3}, {0x7E, 0, 0xFF}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Write([][3]uint8{{9, 8, 7}, {6, 5, 4}}); err != nil {
-		t.Fatal(err)
-	}
-	// Each write is the whole chain, never appended.
-	if diff := cmp.Diff(map[string]string{"leds0": "\x09\x08\x07\x00\x06\x05\x04\x00"}, snapshot(t, root)); diff != "" {
-		t.Fatalf("(-want +got):\n%s", diff)
-	}
-	if _, err := sysfs.OpenLEDStream(filepath.Join(root, "leds1")); err == nil {
-		t.Fatal("missing stream opened")
-	}
-}
-
 func TestDeviceIdentity(t *testing.T) {
 	root := tree(t, map[string]string{
 		"devices/platform/soc/1f00098000.pwm/of_node/compatible": "raspberrypi,rp1-pwm\x00",

@@ -1,0 +1,44 @@
+package linux
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/hardware/linux/sysfs"
+)
+
+// KernelLEDs names the kernel LED driver the linux backend would use for
+// the blade's LEDs (the multicolor LED class devices of kubeblade-leds, or a
+// ws2812-pio-rp1 /dev/ledsN), or returns "" when there is none. It only
+// looks: auto uses it to decide whether a register backend is needed.
+func KernelLEDs(cfg agentconfigv1.LinuxHardwareConfig) string {
+	sys, dev := cfg.SysfsRoot, cfg.DevRoot
+	if sys == "" {
+		sys = DefaultSysfsRoot
+	}
+	if dev == "" {
+		dev = DefaultDevRoot
+	}
+	var found []string
+	for _, n := range sysfs.MulticolorLEDs(sys) {
+		if n == cfg.LEDs.Top || n == cfg.LEDs.Edge || strings.Contains(n, "top") || strings.Contains(n, "edge") {
+			found = append(found, n)
+		}
+	}
+	if len(found) > 0 {
+		return "LED class " + strings.Join(found, ", ")
+	}
+	stream := cfg.LEDs.Stream
+	if stream == "" {
+		stream = "leds0"
+	}
+	if !filepath.IsAbs(stream) {
+		stream = filepath.Join(dev, stream)
+	}
+	if _, err := os.Stat(stream); err == nil {
+		return stream
+	}
+	return ""
+}
