@@ -248,6 +248,16 @@ func (r *report) write(w io.Writer) (problems []string) {
 	}
 	fmt.Fprintf(w, "%-22s %9s %7d %7d %7d %8d\n", "total", dur(total), all.passed+all.failed+all.skipped, all.passed, all.failed, all.skipped)
 
+	// The closing line of each suite, in the form every suite's own runner
+	// prints it (the guest's console, the real-kubelet suite), which the
+	// per-package console format above hides.
+	fmt.Fprintln(w)
+	for _, s := range r.steps {
+		if s.suite != nil {
+			fmt.Fprintf(w, "%s: %d passed, %d failed\n", s.name, s.suite.passed, s.suite.failed)
+		}
+	}
+
 	var skipped []string
 	for _, s := range r.steps {
 		if s.suite == nil {
