@@ -151,7 +151,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return nil
 	}
 	if err := wrap(assignment.ControllerName, (&assignment.Reconciler{
-		Client: c, Recorder: rec, Clock: o.Clock,
+		Client: c, Recorder: rec, Clock: o.Clock, Outcome: applied,
 	}).SetupWithManager(mgr)); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/operator/nodemeta"
 	"github.com/kubeblade/kubeblade/internal/operator/opmetrics"
+	"github.com/kubeblade/kubeblade/internal/operator/outcome"
 	"github.com/kubeblade/kubeblade/internal/operator/placement"
 )
 
@@ -69,6 +71,10 @@ type Reconciler struct {
 	Workers int
 	// PendingTimeout: see DefaultPendingTimeout.
 	PendingTimeout time.Duration
+	// Outcome, when set, learns which BladeConfigs' Nodes could not be
+	// labelled, so the status controller shows the API server's refusal
+	// in the BladeConfig's Degraded condition; it clears once they are.
+	Outcome *outcome.Store
 
 	mu sync.Mutex
 	// pending remembers labels just written, so a cache that has not yet
@@ -121,6 +127,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl.R
 
 	todo, waiting := r.diff(nodes.Items, res.Winner)
 	if len(todo) == 0 {
+		r.record(byName, nil)
 		if waiting {
 			return ctrl.Result{RequeueAfter: r.pendingTimeout()}, nil
 		}
@@ -152,6 +159,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl.R
 			r.Recorder.Eventf(bc, nil, corev1.EventTypeNormal, ReasonNodesReleased, "Release", "Released %d node(s)", n)
 		}
 	}
+	r.record(byName, todo)
 	if err := errors.Join(errs...); err != nil {
 		return ctrl.Result{}, fmt.Errorf("labelling nodes: %w", err)
 	}
@@ -159,6 +167,50 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl.R
 		return ctrl.Result{RequeueAfter: r.pendingTimeout()}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// maxNamedNodes bounds how many failing Nodes a message names.
+const maxNamedNodes = 5
+
+// record tells Outcome, per BladeConfig, whether its Nodes' labels could
+// be written this time: a failed patch counts against the config the Node
+// was to join (or, when it was only leaving, the one it was leaving), and
+// every other config is cleared. A config with failures also gets a
+// Warning Event naming the Nodes and the API server's first error.
+func (r *Reconciler) record(byName map[string]*kbv1.BladeConfig, todo []*change) {
+	failed := map[string][]*change{}
+	for _, c := range todo {
+		if c.err == nil {
+			continue
+		}
+		name := c.want
+		if name == "" {
+			name = c.have
+		}
+		failed[name] = append(failed[name], c)
+	}
+	for name, bc := range byName {
+		cs := failed[name]
+		var err error
+		if len(cs) > 0 {
+			nodes := make([]string, 0, min(len(cs), maxNamedNodes))
+			for _, c := range cs[:min(len(cs), maxNamedNodes)] {
+				nodes = append(nodes, c.node)
+			}
+			more := ""
+			if len(cs) > maxNamedNodes {
+				more = fmt.Sprintf(" and %d more", len(cs)-maxNamedNodes)
+			}
+			err = fmt.Errorf("labelling %d node(s) %s=%s failed (%s%s): %v",
+				len(cs), kbv1.LabelConfig, name, strings.Join(nodes, ", "), more, cs[0].err)
+			if r.Recorder != nil {
+				r.Recorder.Eventf(bc, nil, corev1.EventTypeWarning, ReasonAssignFailed, "Assign", "%v", err)
+			}
+		}
+		if r.Outcome != nil && bc.DeletionTimestamp.IsZero() {
+			r.Outcome.Record(ControllerName, bc, err)
+		}
+	}
 }
 
 type change struct {
