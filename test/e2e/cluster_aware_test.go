@@ -17,6 +17,7 @@ import (
 // Blade, under the agents' installed RBAC and admission policy (the suite
 // fails on any refused agent request).
 func TestFanPeersAcrossProcesses(t *testing.T) {
+	needCluster(t)
 	ctx := t.Context()
 	if err := cluster.DeclareFanPeers(ctx, "blade-1", "blade-2"); err != nil {
 		t.Fatal(err)
@@ -51,6 +52,7 @@ func TestFanPeersAcrossProcesses(t *testing.T) {
 // from the agent process; the operator process cordons and drains the
 // Node; the edge LED turns steady safe-to-pull; a second hold ends it.
 func TestLongPressDrainsTheBlade(t *testing.T) {
+	needCluster(t)
 	const name = "blade-3"
 	ctx := t.Context()
 	a := cluster.Agent(name)

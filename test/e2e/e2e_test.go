@@ -447,6 +447,7 @@ func TestAgentsConfinedToTheirNode(t *testing.T) {
 // warning is an expression that can fail when it runs, which with
 // failurePolicy Fail refuses the request.
 func TestAdmissionPoliciesTypeCheck(t *testing.T) {
+	needCluster(t)
 	testwait.Eventually(t, time.Minute, "every policy type-checked", func(ctx context.Context) (bool, string) {
 		l, err := cluster.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
 		if err != nil {
