@@ -210,7 +210,7 @@ bench: build build-standalone envtest-assets ## Every benchmark, one table: foot
 
 .PHONY: reliability
 reliability: build envtest-assets ## Fault and bad-input suite (60 s API-server outage, kill -9, etcd restart, leader loss); prints a summary.
-	RELIABILITY_OUTAGE=$${RELIABILITY_OUTAGE:-60s} RELIABILITY_AGENT=$(BIN)/kubeblade-agent ENVTEST_REQUIRED=1 \
+	RELIABILITY_OUTAGE=$${RELIABILITY_OUTAGE:-60s} RELIABILITY_AGENT=$(BIN)/kubeblade-agent KUBEBLADE_TEST_REQUIRED=1 \
 	  KUBEBUILDER_ASSETS=$$(hack/k8s-tools.sh kube-apiserver etcd) \
 	  $(GO) test -count=1 -timeout 20m -v ./test/reliability/ | grep -v -e '^=== ' -e '^    --- PASS'
 

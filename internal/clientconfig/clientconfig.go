@@ -151,13 +151,6 @@ func Marshal(cfg *Config) ([]byte, error) {
 	return yaml.Marshal(cfg)
 }
 
-// WriteFileAtomic writes data to path atomically.
-//
-// Deprecated: use atomicfile.Write; this forwards to it until every caller moved.
-func WriteFileAtomic(path string, data []byte, mode fs.FileMode) error {
-	return atomicfile.Write(path, data, mode)
-}
-
 // ForAdmin is the file an agent writes for its local admin: the blade,
 // named host, over mutual TLS at serverHost:port with the credentials
 // inline, so the admin can copy the one file to a workstation, and, with a

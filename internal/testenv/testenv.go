@@ -28,11 +28,6 @@ import (
 	"github.com/kubeblade/kubeblade/internal/testreq"
 )
 
-// RequireEnv is envtest's old name for testreq.Env, still honoured.
-//
-// Deprecated: use testreq.Required.
-const RequireEnv = "ENVTEST_REQUIRED"
-
 // ErrNoAssets means the control-plane binaries were not found.
 var ErrNoAssets = errors.New("kube-apiserver and etcd not found: run `make test` (or `make envtest-assets`) to build them")
 

@@ -14,11 +14,8 @@ import (
 // Env is the variable `make test` sets to make every suite required.
 const Env = "KUBEBLADE_TEST_REQUIRED"
 
-// legacyEnv is the older, envtest-only name, still honoured.
-const legacyEnv = "ENVTEST_REQUIRED"
-
 // Required reports whether missing prerequisites must fail tests.
-func Required() bool { return os.Getenv(Env) == "1" || os.Getenv(legacyEnv) == "1" }
+func Required() bool { return os.Getenv(Env) == "1" }
 
 // Unavailable ends the test because a prerequisite is missing: Skip with
 // the reason in a plain run, Fatal when Required.

@@ -17,17 +17,15 @@ func (r *recorder) Fatalf(format string, args ...any) { r.failed = true; r.msg =
 
 func TestUnavailable(t *testing.T) {
 	for name, tc := range map[string]struct {
-		env, legacy  string
+		env          string
 		skip, failed bool
 	}{
 		"plain go test skips":     {skip: true},
 		"make test fails":         {env: "1", failed: true},
-		"envtest's old name too":  {legacy: "1", failed: true},
 		"other values still skip": {env: "yes", skip: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv(Env, tc.env)
-			t.Setenv(legacyEnv, tc.legacy)
 			r := &recorder{}
 			Unavailable(r, "no %s here", "kernel")
 			if r.skipped != tc.skip || r.failed != tc.failed {
