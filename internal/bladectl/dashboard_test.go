@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/kubeblade/kubeblade/internal/testenv"
 	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
@@ -46,7 +47,7 @@ func deadKubeconfig(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := writeKubeconfig(path, "gone", map[string]*rest.Config{"gone": {Host: "https://" + addr}}); err != nil {
+	if err := testenv.WriteKubeconfig(path, "gone", map[string]*rest.Config{"gone": {Host: "https://" + addr}}); err != nil {
 		t.Fatal(err)
 	}
 	return path

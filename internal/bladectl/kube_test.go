@@ -3,14 +3,12 @@ package bladectl
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,40 +18,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/testenv"
-	"github.com/kubeblade/kubeblade/internal/testreq"
 	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 // The Kubernetes-mode tests share one control plane, started by the first
 // of them (so the gRPC tests do not wait for it), and stopped by TestMain.
-var kubeSuite struct {
-	once       sync.Once
-	env        *testenv.Env
-	err        error
-	admin      client.Client
-	kubeconfig string // contexts "admin" (current) and "viewer" (no RBAC)
-	dir        string
-}
+var (
+	kubeSuite = testenv.NewSuite(testenv.Options{CRDDirs: []string{"config/crd/bases"}}, startKubeSuite)
+	// Set up by startKubeSuite.
+	kubeAdmin      client.Client
+	kubeKubeconfig string // contexts "admin" (current) and "viewer" (no RBAC)
+)
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if kubeSuite.env != nil {
-		if err := kubeSuite.env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping envtest:", err)
-		}
-	}
-	if kubeSuite.dir != "" {
-		_ = os.RemoveAll(kubeSuite.dir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(kubeSuite.Run(m)) }
 
 // kube is the Kubernetes-mode fixture of one test.
 type kube struct {
@@ -64,24 +46,13 @@ type kube struct {
 
 func newKube(t *testing.T) *kube {
 	t.Helper()
-	s := &kubeSuite
-	s.once.Do(func() { s.err = startKubeSuite() })
-	if errors.Is(s.err, testenv.ErrNoAssets) {
-		testreq.Unavailable(t, "envtest: %v", s.err) // skip, or fail under make test
-	}
-	if s.err != nil {
-		t.Fatal(s.err)
-	}
-	return &kube{admin: s.admin, kubeconfig: s.kubeconfig, now: time.Now}
+	kubeSuite.Need(t) // skips, or fails under make test, without a control plane
+	return &kube{admin: kubeAdmin, kubeconfig: kubeKubeconfig, now: time.Now}
 }
 
-func startKubeSuite() error {
-	s := &kubeSuite
-	env, err := testenv.Start(testenv.Options{CRDDirs: []string{"config/crd/bases"}})
-	if err != nil {
-		return err
-	}
-	s.env = env
+// startKubeSuite adds the users the tests act as and writes a kubeconfig
+// for them; the directory goes when the suite's context ends.
+func startKubeSuite(ctx context.Context, env *testenv.Env) error {
 	admin, err := env.Environment().AddUser(envtest.User{Name: "blade-admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
 		return err
@@ -90,25 +61,16 @@ func startKubeSuite() error {
 	if err != nil {
 		return err
 	}
-	if s.admin, err = client.New(admin.Config(), client.Options{Scheme: kubeScheme}); err != nil {
+	if kubeAdmin, err = client.New(admin.Config(), client.Options{Scheme: kubeScheme}); err != nil {
 		return err
 	}
-	if s.dir, err = os.MkdirTemp("", "bladectl-kube"); err != nil {
+	dir, err := os.MkdirTemp("", "bladectl-kube")
+	if err != nil {
 		return err
 	}
-	s.kubeconfig = filepath.Join(s.dir, "kubeconfig")
-	return writeKubeconfig(s.kubeconfig, "admin", map[string]*rest.Config{"admin": admin.Config(), "viewer": viewer.Config()})
-}
-
-func writeKubeconfig(path, current string, users map[string]*rest.Config) error {
-	kc := clientcmdapi.NewConfig()
-	for name, cfg := range users {
-		kc.Clusters[name] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-		kc.AuthInfos[name] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
-		kc.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
-	}
-	kc.CurrentContext = current
-	return clientcmd.WriteToFile(*kc, path)
+	context.AfterFunc(ctx, func() { _ = os.RemoveAll(dir) })
+	kubeKubeconfig = filepath.Join(dir, "kubeconfig")
+	return testenv.WriteKubeconfig(kubeKubeconfig, "admin", map[string]*rest.Config{"admin": admin.Config(), "viewer": viewer.Config()})
 }
 
 // run runs bladectl as argv0 with KUBECONFIG pointing at the test cluster.
@@ -653,7 +615,7 @@ func TestKubeErrors(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	gone := filepath.Join(t.TempDir(), "gone")
-	if err := writeKubeconfig(gone, "gone", map[string]*rest.Config{"gone": {Host: "https://" + addr}}); err != nil {
+	if err := testenv.WriteKubeconfig(gone, "gone", map[string]*rest.Config{"gone": {Host: "https://" + addr}}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -28,8 +28,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -50,57 +48,38 @@ const live = 2 * time.Second
 
 // The suite's control plane and browser start with the first test that
 // needs them (the unit tests beside them do not wait) and stop in TestMain.
-var suite struct {
-	once       sync.Once
-	err        error
-	env        *testenv.Env
-	admin      client.Client
-	kubeconfig string // contexts "admin" (current) and "viewer" (no RBAC)
-	dir        string
+var (
+	cluster = testenv.NewSuite(testenv.Options{CRDDirs: []string{"config/crd/bases"}, Restartable: true}, startCluster)
+	suite   struct {
+		// Set up by startCluster.
+		env        *testenv.Env
+		admin      client.Client
+		kubeconfig string // contexts "admin" (current) and "viewer" (no RBAC)
 
-	browserOnce sync.Once
-	browser     *testbrowser.Browser
-	browserErr  error
-}
+		browserOnce sync.Once
+		browser     *testbrowser.Browser
+		browserErr  error
+	}
+)
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	// envtest gives kube-apiserver 20 s to start, also when a test restarts
-	// it; on a machine shared with other builds that is not always enough.
-	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
-		_ = os.Setenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT", "2m")
-	}
 	code := m.Run()
 	if suite.browser != nil {
 		suite.browser.Stop()
 	}
-	if suite.env != nil {
-		if err := suite.env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping envtest:", err)
-		}
-	}
-	if suite.dir != "" {
-		_ = os.RemoveAll(suite.dir)
-	}
+	cluster.Stop()
 	os.Exit(code)
 }
 
 func needCluster(t *testing.T) {
 	t.Helper()
-	suite.once.Do(func() { suite.err = startCluster() })
-	if errors.Is(suite.err, testenv.ErrNoAssets) {
-		testreq.Unavailable(t, "%v", suite.err)
-	}
-	if suite.err != nil {
-		t.Fatal(suite.err)
-	}
+	cluster.Need(t) // skips, or fails under make test, without a control plane
 }
 
-func startCluster() error {
-	env, err := testenv.Start(testenv.Options{CRDDirs: []string{"config/crd/bases"}, Restartable: true})
-	if err != nil {
-		return err
-	}
+// startCluster adds the users the tests act as and writes a kubeconfig for
+// them; the directory goes when the suite's context ends.
+func startCluster(ctx context.Context, env *testenv.Env) error {
 	suite.env = env
 	admin, err := env.Environment().AddUser(envtest.User{Name: "rack-admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
@@ -113,18 +92,13 @@ func startCluster() error {
 	if suite.admin, err = client.New(admin.Config(), client.Options{Scheme: dashboard.Scheme()}); err != nil {
 		return err
 	}
-	if suite.dir, err = os.MkdirTemp("", "dashboard-test"); err != nil {
+	dir, err := os.MkdirTemp("", "dashboard-test")
+	if err != nil {
 		return err
 	}
-	kc := clientcmdapi.NewConfig()
-	for name, cfg := range map[string]*rest.Config{"admin": admin.Config(), "viewer": viewer.Config()} {
-		kc.Clusters[name] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-		kc.AuthInfos[name] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
-		kc.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
-	}
-	kc.CurrentContext = "admin"
-	suite.kubeconfig = filepath.Join(suite.dir, "kubeconfig")
-	return clientcmd.WriteToFile(*kc, suite.kubeconfig)
+	context.AfterFunc(ctx, func() { _ = os.RemoveAll(dir) })
+	suite.kubeconfig = filepath.Join(dir, "kubeconfig")
+	return testenv.WriteKubeconfig(suite.kubeconfig, "admin", map[string]*rest.Config{"admin": admin.Config(), "viewer": viewer.Config()})
 }
 
 func needBrowser(t *testing.T) context.Context {

@@ -3,12 +3,10 @@ package migrate_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,48 +23,29 @@ import (
 	"github.com/kubeblade/kubeblade/internal/config"
 	"github.com/kubeblade/kubeblade/internal/migrate"
 	"github.com/kubeblade/kubeblade/internal/testenv"
-	"github.com/kubeblade/kubeblade/internal/testreq"
 )
 
 // One control plane for the package, started by the first test that
-// needs it and stopped when the tests end.
-var apiServer struct {
-	once sync.Once
-	env  *testenv.Env
-	c    client.Client
-	err  error
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if apiServer.env != nil {
-		if err := apiServer.env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+// needs it and stopped when the tests end; c is its client.
+var (
+	apiServer = testenv.NewSuite(testenv.Options{CRDDirs: []string{"config/crd/bases"}}, func(_ context.Context, e *testenv.Env) error {
+		s := runtime.NewScheme()
+		if err := v1alpha1.AddToScheme(s); err != nil {
+			return err
 		}
-	}
-	os.Exit(code)
-}
+		var err error
+		c, err = client.New(e.Config, client.Options{Scheme: s})
+		return err
+	})
+	c client.Client
+)
+
+func TestMain(m *testing.M) { os.Exit(apiServer.Run(m)) }
 
 func kubeClient(t *testing.T) client.Client {
 	t.Helper()
-	apiServer.once.Do(func() {
-		env, err := testenv.Start(testenv.Options{CRDDirs: []string{"config/crd/bases"}})
-		if err != nil {
-			apiServer.err = err
-			return
-		}
-		apiServer.env = env
-		s := runtime.NewScheme()
-		_ = v1alpha1.AddToScheme(s)
-		apiServer.c, apiServer.err = client.New(env.Config, client.Options{Scheme: s})
-	})
-	if errors.Is(apiServer.err, testenv.ErrNoAssets) {
-		testreq.Unavailable(t, "%v", apiServer.err)
-	}
-	if apiServer.err != nil {
-		t.Fatal(apiServer.err)
-	}
-	return apiServer.c
+	apiServer.Need(t)
+	return c
 }
 
 func oldSamples(t *testing.T) map[string][]byte {

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -90,4 +92,18 @@ func Apply(ctx context.Context, c client.Client, manifests []byte) error {
 			return fmt.Errorf("applying %s %s: %w", u.GetKind(), u.GetName(), err)
 		}
 	}
+}
+
+// WriteKubeconfig writes a kubeconfig to path with one context per user
+// (cluster, user and context all named by the key), current selected, for
+// tests that drive a command-line tool as that user.
+func WriteKubeconfig(path, current string, users map[string]*rest.Config) error {
+	kc := clientcmdapi.NewConfig()
+	for name, cfg := range users {
+		kc.Clusters[name] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+		kc.AuthInfos[name] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+		kc.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+	}
+	kc.CurrentContext = current
+	return clientcmd.WriteToFile(*kc, path)
 }

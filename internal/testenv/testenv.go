@@ -87,22 +87,45 @@ func Start(o Options) (*Env, error) {
 	for _, d := range o.CRDDirs {
 		crds = append(crds, filepath.Join(RepoRoot(), d))
 	}
-	e := &envtest.Environment{
-		BinaryAssetsDirectory: dir,
-		CRDDirectoryPaths:     crds,
-		ErrorIfCRDPathMissing: len(crds) > 0,
-	}
+	var certs string
 	if o.Restartable {
-		certs, err := os.MkdirTemp("", "kubeblade-apiserver-")
-		if err != nil {
-			return nil, err
-		}
 		// envtest regenerates certificates for a randomly allocated
 		// directory on every start; a fixed one keeps them.
-		// StopAPIServer models a crash: a short grace, then SIGKILL.
-		e.ControlPlane.APIServer = &envtest.APIServer{CertDir: certs, StopTimeout: 2 * time.Second}
+		if certs, err = os.MkdirTemp("", "kubeblade-apiserver-"); err != nil {
+			return nil, err
+		}
 	}
-	cfg, err := e.Start()
+	var (
+		e   *envtest.Environment
+		cfg *rest.Config
+	)
+	for attempt := 1; ; attempt++ {
+		e = &envtest.Environment{
+			BinaryAssetsDirectory: dir,
+			CRDDirectoryPaths:     crds,
+			ErrorIfCRDPathMissing: len(crds) > 0,
+		}
+		if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
+			// envtest gives each component 20 s; a 2-core machine
+			// running builds beside the tests needs more.
+			e.ControlPlaneStartTimeout = 2 * time.Minute
+		}
+		if o.Restartable {
+			// StopAPIServer models a crash: a short grace, then SIGKILL.
+			e.ControlPlane.APIServer = &envtest.APIServer{CertDir: certs, StopTimeout: 2 * time.Second}
+		}
+		cfg, err = e.Start()
+		// envtest waits a fixed 5 s for the default namespace once
+		// kube-apiserver is up, which a loaded machine can miss with
+		// nothing wrong, and leaves the control plane running; a fresh
+		// one gets another try.
+		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "default namespace didn't register") {
+			break
+		}
+		if stopErr := e.Stop(); stopErr != nil {
+			return nil, fmt.Errorf("stopping envtest to retry after %v: %w", err, stopErr)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("starting envtest with binaries from %s: %w", dir, err)
 	}
