@@ -24,9 +24,12 @@ const (
 	// name as the consumer.
 	driverPWMGPIO = "pwm-gpio"
 	compatPWMGPIO = "pwm-gpio"
-	// kubeblade's WS2812 driver (issue 13) exposes the fan channel it
-	// shares with the LEDs as a PWM chip; its driver name starts so.
-	driverKubebladePrefix = "kubeblade"
+	// kubeblade's LED driver (kernel/kubeblade-leds) exposes the fan
+	// channel it shares with the LEDs as a PWM chip. Its platform device
+	// and driver are both KBL_DRIVER_NAME (core.c); the device is its own
+	// (/sys/devices/platform/kubeblade-leds), not the SoC's PWM node,
+	// whose registers it maps itself.
+	driverKubebladeLEDs = "kubeblade-leds"
 )
 
 // pwmPick is the chosen chip and channel, and why.
@@ -55,13 +58,18 @@ func pickFanPWM(chips []sysfs.PWMChip, soc, gpio12Consumer, override string, cha
 		}
 		return pwmPick{}, fmt.Errorf("linux.pwmChip %q: no such PWM chip (found %s)", override, describeChips(chips))
 	}
+	// The LED driver's chip wins over the SoC's own PWM whatever their
+	// numbers: when it is loaded it drives PWM0's registers, so a
+	// bcm2835-pwm chip bound as well (dtoverlay=pwm left on) would fight
+	// it for the same hardware.
+	for _, c := range chips {
+		if c.Device.Driver == driverKubebladeLEDs {
+			return pwmPick{chip: c, channel: ch(0), why: "kubeblade LED driver " + c.Device.Name}, nil
+		}
+	}
 	for _, c := range chips {
 		d := c.Device
 		switch {
-		case strings.HasPrefix(d.Driver, driverKubebladePrefix):
-			// Before the SoC's own PWM: the LED driver binds that very
-			// device (fe20c000.pwm) when it owns PWM0.
-			return pwmPick{chip: c, channel: ch(0), why: "kubeblade LED driver " + d.Name}, nil
 		case soc == SoCBCM2711 && (d.HasCompatible(compatBCM2835PWM) || d.Name == devBCM2711PWM0):
 			return pwmPick{chip: c, channel: ch(0), why: "BCM2711 PWM0 " + d.Name}, nil
 		case soc == SoCBCM2712 && d.Name == devRP1PWM0:

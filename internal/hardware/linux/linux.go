@@ -501,6 +501,15 @@ func (b *Backend) openFan(o Options, plat Platform, miss missFunc) {
 				return false
 			}
 			b.fanLine = l
+			// Why not proportional is the one thing a person needs to
+			// fix it (docs/talos.md, "the agent says so"): the reasons
+			// of the drivers tried before, in Info.Detail and the log.
+			b.fanWhy = "fan on or off only"
+			if len(errs) > 0 {
+				b.fanWhy = errors.Join(errs...).Error()
+				b.fanWhy = strings.ReplaceAll(b.fanWhy, "\n", "; ")
+				b.log.Warn("no PWM for the fan; driving GPIO12 on or off only", "reason", b.fanWhy)
+			}
 		}
 		b.fan = kind
 		return true

@@ -78,16 +78,24 @@ func machine(t *testing.T, fixture string, files map[string]string) string {
 // the platform device dev with driver and devicetree compatible (nothing
 // when empty), phandle ph (0: none), as the kernel lays them out.
 func pwmChip(name, dev, driver, compatible string, ph uint32, npwm int) map[string]string {
-	d := "sys/devices/platform/soc/" + dev
+	return pwmChipAt(name, "platform/soc/"+dev, driver, compatible, ph, npwm)
+}
+
+// pwmChipAt is pwmChip for a device at devPath under /sys/devices (a
+// platform device a module creates itself sits at platform/<name>, not
+// under the SoC's bus).
+func pwmChipAt(name, devPath, driver, compatible string, ph uint32, npwm int) map[string]string {
+	d := "sys/devices/" + devPath
 	f := map[string]string{
 		"sys/class/pwm/" + name + "/npwm":   fmt.Sprintf("%d\n", npwm),
 		"sys/class/pwm/" + name + "/export": "",
-		"sys/class/pwm/" + name + "/device": "->../../../devices/platform/soc/" + dev,
+		"sys/class/pwm/" + name + "/device": "->../../../devices/" + devPath,
 		d + "/uevent":                       "",
 	}
 	if driver != "" {
 		f["sys/bus/platform/drivers/"+driver+"/.keep"] = ""
-		f[d+"/driver"] = "->../../../../bus/platform/drivers/" + driver
+		// From sys/devices/<devPath> back up to sys.
+		f[d+"/driver"] = "->" + strings.Repeat("../", strings.Count(devPath, "/")+2) + "bus/platform/drivers/" + driver
 	}
 	if compatible != "" {
 		f[d+"/of_node/compatible"] = compatible + "\x00"
@@ -789,6 +797,12 @@ func TestConfigOverrides(t *testing.T) {
 	}
 }
 
+// kubebladeLEDsPWM is the PWM chip of kernel/kubeblade-leds as the kernel
+// lays it out: device and driver both "kubeblade-leds", one channel.
+func kubebladeLEDsPWM(name string) map[string]string {
+	return pwmChipAt(name, "platform/kubeblade-leds", "kubeblade-leds", "", 0, 1)
+}
+
 // TestFanPWMChosenByIdentity: the PWM chip for GPIO12 is found by what it
 // is, never by being pwmchip0.
 func TestFanPWMChosenByIdentity(t *testing.T) {
@@ -810,14 +824,32 @@ func TestFanPWMChosenByIdentity(t *testing.T) {
 			fixture: "cm5", files: merge(rp1PWM1, pwmChip("pwmchip2", "pwm_gpio", "pwm-gpio", "pwm-gpio", 0x12, 1)),
 			hold: "pwm_gpio", exported: "pwmchip2", fan: "sysfs-pwm (pwm-gpio on GPIO12",
 		},
+		// On/off keeps the reason it is not proportional, as
+		// docs/talos.md promises ("the agent says so").
 		"pwm-gpio on another line is not the fan": {
-			fixture: "cm5", files: pwmChip("pwmchip0", "pwm_gpio", "pwm-gpio", "pwm-gpio", 0x12, 1), fan: "gpio-on-off",
+			fixture: "cm5", files: pwmChip("pwmchip0", "pwm_gpio", "pwm-gpio", "pwm-gpio", 0x12, 1),
+			fan: "gpio-on-off (no PWM chip drives GPIO12 (found pwmchip0 = pwm_gpio driver pwm-gpio; set linux.pwmChip to choose one)",
 		},
+		"no PWM chip at all: on/off, and why": {
+			fixture: "cm5", files: map[string]string{}, fan: "gpio-on-off (no PWM chip drives GPIO12 (found none; set linux.pwmChip to choose one)",
+		},
+		// kernel/kubeblade-leds/core.c: platform_create_bundle makes a
+		// platform device named after the driver, KBL_DRIVER_NAME, with
+		// no devicetree node, and its PWM chip hangs off that device.
 		"kubeblade's LED driver exposes the fan channel": {
-			fixture: "cm4", files: pwmChip("pwmchip0", "fe20c000.pwm", "kubeblade-ws2812", "", 0, 1), exported: "pwmchip0", fan: "sysfs-pwm (kubeblade LED driver",
+			fixture: "cm4", files: kubebladeLEDsPWM("pwmchip0"), exported: "pwmchip0", fan: "sysfs-pwm (kubeblade LED driver kubeblade-leds, pwmchip0 channel 0",
+		},
+		"kubeblade's LED driver wins over a BCM2711 PWM0 probed before it": {
+			fixture: "cm4", files: merge(pwmChip("pwmchip0", "fe20c000.pwm", "pwm-bcm2835", "brcm,bcm2835-pwm", 0x3, 2), kubebladeLEDsPWM("pwmchip1")),
+			exported: "pwmchip1", fan: "sysfs-pwm (kubeblade LED driver kubeblade-leds, pwmchip1 channel 0",
+		},
+		"kubeblade's LED driver on a CM5 wins over RP1 PWM0": {
+			fixture: "cm5", files: merge(rp1PWM0, kubebladeLEDsPWM("pwmchip2")),
+			exported: "pwmchip2", fan: "sysfs-pwm (kubeblade LED driver kubeblade-leds, pwmchip2 channel 0",
 		},
 		"an unknown chip is left alone; GPIO on/off is the last resort": {
-			fixture: "cm4", files: pwmChip("pwmchip0", "3-0040", "pca9685-pwm", "nxp,pca9685-pwm", 0x5, 16), fan: "gpio-on-off",
+			fixture: "cm4", files: pwmChip("pwmchip0", "3-0040", "pca9685-pwm", "nxp,pca9685-pwm", 0x5, 16),
+			fan: "gpio-on-off (no PWM chip drives GPIO12 (found pwmchip0 = 3-0040 driver pca9685-pwm; set linux.pwmChip to choose one)",
 		},
 		"linux.pwmChip by device name": {
 			fixture: "cm5", files: merge(rp1PWM1, rp1PWM0), pwmChip: "1f0009c000.pwm", exported: "pwmchip0", fan: "sysfs-pwm (linux.pwmChip 1f0009c000.pwm",
