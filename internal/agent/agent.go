@@ -513,7 +513,8 @@ func (a *Agent) onPresses(ps []debounce.Press) {
 	a.step(now)
 }
 
-func (a *Agent) reportMissingCapabilities() {
+// missingCapabilities lists the absent capabilities that matter here.
+func (a *Agent) missingCapabilities() []string {
 	var missing []string
 	for _, c := range a.caps.Missing() {
 		// Only the smart fan unit measures airflow; its absence on a
@@ -523,19 +524,60 @@ func (a *Agent) reportMissingCapabilities() {
 		}
 		missing = append(missing, c)
 	}
-	if len(missing) > 0 {
+	return missing
+}
+
+func (a *Agent) reportMissingCapabilities() {
+	if missing := a.missingCapabilities(); len(missing) > 0 {
 		a.log.Warn("hardware capabilities missing; the agent runs without them",
-			"backend", a.info.Backend, "missing", missing)
+			"backend", a.info.Backend, "missing", missing, "detail", a.info.Detail)
 	}
 	if !a.info.IsBlade {
 		a.log.Warn("this machine is not a Compute Blade; the agent will not drive any hardware", "detail", a.info.Detail)
 	}
 }
 
+// refreshHardware reads the backend's capabilities and Info again: they
+// change when hardware is found after Open (a smart fan unit that was
+// silent sends its first frame), and the status must say so. An output
+// whose capability changed is written afresh, whatever the cache says.
+func (a *Agent) refreshHardware() {
+	caps, info := a.hw.Capabilities(), a.hw.Info()
+	if info == a.info && sameCapabilities(caps, a.caps) {
+		return
+	}
+	for _, c := range hardware.AllCapabilities {
+		if caps.Has(c) == a.caps.Has(c) {
+			continue
+		}
+		switch c {
+		case hardware.CapFan:
+			a.written.fan = nil
+		case hardware.CapLEDs:
+			a.written.leds = [2]*hardware.Color{}
+		case hardware.CapStealth:
+			a.written.stealth = nil
+		}
+	}
+	a.caps, a.info = caps, info
+	a.log.Info("hardware capabilities changed", "backend", info.Backend,
+		"capabilities", caps.List(), "missing", a.missingCapabilities(), "detail", info.Detail)
+}
+
+func sameCapabilities(x, y hardware.Capabilities) bool {
+	for _, c := range hardware.AllCapabilities {
+		if x.Has(c) != y.Has(c) {
+			return false
+		}
+	}
+	return true
+}
+
 func (a *Agent) sampleSensors(now time.Time) {
 	a.mu.Lock()
 	a.counters.Samples++
 	a.mu.Unlock()
+	a.refreshHardware()
 	if !a.info.IsBlade {
 		return
 	}
@@ -617,7 +659,8 @@ func (a *Agent) buildStatus(now time.Time, cfgName string) Status {
 // sameObservable compares what watchers care about; the fan curve is
 // compared by its steps since curves hold slices.
 func sameObservable(x, y Status) bool {
-	if x.Running != y.Running || x.ConfigName != y.ConfigName {
+	if x.Running != y.Running || x.ConfigName != y.ConfigName ||
+		x.Info != y.Info || !sameCapabilities(x.Capabilities, y.Capabilities) {
 		return false
 	}
 	xs, ys := x.Status, y.Status

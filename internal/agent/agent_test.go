@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -690,5 +692,108 @@ func TestNotStalledBeforeRunOrAfterExit(t *testing.T) {
 	h.clk.Step(time.Hour)
 	if err := h.a.Stalled(); err != nil {
 		t.Fatalf("after Run returned: %v", err)
+	}
+}
+
+// lateFanUnit is a blade whose smart fan unit has not spoken yet: like the
+// linux backend, it reports what the unit provides as missing, with the
+// reason in Info.Detail, until heard.
+type lateFanUnit struct {
+	*simulated.Blade
+	heard atomic.Bool
+}
+
+var unitCaps = []hardware.Capability{hardware.CapFan, hardware.CapTach, hardware.CapAirflowTemperature}
+
+const silentReason = "missing fan: smart fan unit on /dev/ttyAMA5: no frame yet"
+
+func (l *lateFanUnit) Capabilities() hardware.Capabilities {
+	cs := l.Blade.Capabilities()
+	if !l.heard.Load() {
+		for _, c := range unitCaps {
+			delete(cs, c)
+		}
+	}
+	return cs
+}
+
+func (l *lateFanUnit) Info() hardware.Info {
+	i := l.Blade.Info()
+	if !l.heard.Load() {
+		i.Detail += "; " + silentReason
+	}
+	return i
+}
+
+// TestCapabilitiesFoundLateReachTheStatus: a capability that appears after
+// start (the smart unit's first frame) is in the next sample's status, with
+// a StatusChanged event for the Blade status to follow, and its output is
+// written then; before, it is missing with the backend's reason.
+func TestCapabilitiesFoundLateReachTheStatus(t *testing.T) {
+	var late *lateFanUnit
+	h := start(t, func(so *simulated.Options, ao *Options) {
+		so.FanUnit = hardware.FanUnitSmart
+		late = &lateFanUnit{Blade: simulated.New(*so)}
+		ao.Backend = late
+	})
+	st := h.a.Status()
+	for _, c := range unitCaps {
+		if st.Capabilities.Has(c) {
+			t.Errorf("%s reported before the unit spoke", c)
+		}
+	}
+	if !strings.Contains(st.Info.Detail, silentReason) {
+		t.Errorf("detail %q does not say why the fan is missing", st.Info.Detail)
+	}
+	writes := late.State().Writes
+	h.advance(3 * time.Second)
+	if got := late.State(); got.Writes != writes || got.FanPercent != 100 {
+		t.Fatalf("the agent drove a fan it does not have: %+v", got)
+	}
+
+	late.heard.Store(true)
+	h.reasons()
+	h.advance(DefaultSampleInterval)
+	st = h.a.Status()
+	for _, c := range unitCaps {
+		if !st.Capabilities.Has(c) {
+			t.Errorf("%s still missing after the unit spoke", c)
+		}
+	}
+	if strings.Contains(st.Info.Detail, silentReason) {
+		t.Errorf("detail %q still says the unit is silent", st.Info.Detail)
+	}
+	if got := late.State().FanPercent; got != st.FanPercent || got == 100 {
+		t.Errorf("fan %d %% once present, want the curve's %d %%", got, st.FanPercent)
+	}
+	if !st.FanRPMValid || !st.AirflowValid {
+		t.Errorf("readings of the unit not taken: %+v", st.Status)
+	}
+}
+
+// TestHardwareChangesAreObservable: watchers (the Blade status) are told
+// when only the capabilities or the hardware detail change.
+func TestHardwareChangesAreObservable(t *testing.T) {
+	base := Status{Info: hardware.Info{Backend: "linux", Detail: "missing fan: silent"},
+		Capabilities: hardware.Capabilities{hardware.CapLEDs: true}}
+	for name, change := range map[string]func(*Status){
+		"a capability appears": func(s *Status) {
+			s.Capabilities = hardware.Capabilities{hardware.CapLEDs: true, hardware.CapFan: true}
+		},
+		"a capability goes":  func(s *Status) { s.Capabilities = hardware.Capabilities{} },
+		"the detail changes": func(s *Status) { s.Info.Detail = "fan: smart-fan-unit" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			next := base
+			change(&next)
+			if sameObservable(base, next) {
+				t.Fatal("change not observable")
+			}
+		})
+	}
+	same := base
+	same.Capabilities = hardware.Capabilities{hardware.CapLEDs: true, hardware.CapFan: false}
+	if !sameObservable(base, same) {
+		t.Fatal("an absent and a false capability differ")
 	}
 }

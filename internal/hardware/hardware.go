@@ -201,9 +201,14 @@ type ButtonEvent struct {
 // caller goroutine at a time plus ButtonEvents' reader; the agent serialises
 // all other calls in its loop.
 type Backend interface {
-	// Info describes the machine; it is fixed once Open has returned.
+	// Info describes the machine. Backend, IsBlade, SoC and FanUnit are
+	// fixed once Open has returned; Detail may change with Capabilities.
 	Info() Info
-	// Capabilities lists what this backend can drive here.
+	// Capabilities lists what this backend can drive here now. It may
+	// grow or shrink after Open when hardware is found late (the linux
+	// backend's smart fan unit is missing until its first frame); the
+	// agent reads it again on every sample. Safe to call concurrently
+	// with the other methods.
 	Capabilities() Capabilities
 
 	// SetFanPercent sets the fan duty, 0–100.

@@ -115,10 +115,15 @@ const (
 // Backend is the linux backend. It implements hardware.Backend.
 type Backend struct {
 	info hardware.Info
+	// caps is what the backend drives; Capabilities reports it less
+	// smartCaps while the smart fan unit has not been heard.
 	caps hardware.Capabilities
-	log  *slog.Logger
-	clk  clock.PassiveClock
-	drv  gpio.Driver
+	// notes and missing make up Info.Detail (missing is "cap: why").
+	notes   []string
+	missing []string
+	log     *slog.Logger
+	clk     clock.PassiveClock
+	drv     gpio.Driver
 
 	chip    gpio.Chip
 	claimed []gpio.Line
@@ -145,8 +150,11 @@ type Backend struct {
 	ledMu   sync.Mutex
 	leds    [2]hardware.Color
 
-	smart       *uart.Client
-	smartPath   string
+	smart     *uart.Client
+	smartPath string
+	// smartCaps are the capabilities that only the smart fan unit
+	// provides: missing until its first frame.
+	smartCaps   []hardware.Capability
 	smartCancel context.CancelFunc
 	smartDone   chan struct{}
 	forwardDone chan struct{}
@@ -216,9 +224,8 @@ func Open(ctx context.Context, o Options) (*Backend, error) {
 		return b, nil
 	}
 
-	var missing []string
 	miss := func(c hardware.Capability, why error) {
-		missing = append(missing, fmt.Sprintf("%s: %v", c, why))
+		b.missing = append(b.missing, fmt.Sprintf("%s: %v", c, why))
 		b.log.Warn("hardware capability missing", "capability", c, "reason", why)
 	}
 
@@ -249,12 +256,34 @@ func Open(ctx context.Context, o Options) (*Backend, error) {
 	if b.ledDesc != "" {
 		notes = append(notes, "leds: "+b.ledDesc)
 	}
+	b.notes = notes
+	b.info.Detail = b.detail(nil)
+	return b, nil
+}
+
+// detail is Info.Detail: the notes, then every missing capability with
+// its reason, the static ones and extra.
+func (b *Backend) detail(extra []string) string {
+	missing := append(append([]string(nil), b.missing...), extra...)
+	notes := b.notes
 	if len(missing) > 0 {
 		sort.Strings(missing)
-		notes = append(notes, "missing "+strings.Join(missing, "; "))
+		notes = append(notes[:len(notes):len(notes)], "missing "+strings.Join(missing, "; "))
 	}
-	b.info.Detail = strings.Join(notes, "; ")
-	return b, nil
+	return strings.Join(notes, "; ")
+}
+
+// smartSilent reports a smart fan unit that has not sent one valid frame
+// yet: configured (its UART exists) but maybe unpowered, unplugged or not
+// a smart unit at all. Nothing it provides can be believed until it
+// speaks, so its capabilities are missing; the link keeps listening and
+// the pins stay the UART's.
+func (b *Backend) smartSilent() bool {
+	if b.smart == nil {
+		return false
+	}
+	_, heard := b.smart.LastHeard()
+	return !heard
 }
 
 type missFunc func(hardware.Capability, error)
@@ -386,7 +415,8 @@ func (b *Backend) serialPath(cfg agentconfigv1.LinuxHardwareConfig, plat Platfor
 // exists means those pins are muxed to the UART: the unit is taken as
 // smart and the pins are never claimed as GPIO, even while the unit is
 // silent. The link listens and reconnects by itself; until the first
-// report, fan commands are sent and reported as failing.
+// frame, what the unit provides is reported missing (Capabilities, Info)
+// and fan commands are still sent but reported as failing.
 func (b *Backend) openFanUnit(o Options, plat Platform) hardware.FanUnit {
 	mode := o.Config.FanUnit
 	switch mode {
@@ -410,6 +440,13 @@ func (b *Backend) openFanUnit(o Options, plat Platform) hardware.FanUnit {
 		return hardware.FanUnitSmart
 	}
 	c := uart.New(uart.Options{Dial: o.Serial(path), Clock: o.Clock, Logger: b.log.With("device", path), RetryInterval: o.SmartFanRetry})
+	// Full speed until the agent's first command, as with a PWM fan. The
+	// agent sends nothing while the unit is silent (its fan is missing
+	// then), and a unit that hears but is not heard (a broken TX wire)
+	// would otherwise run at its 40 % default: the client replays and
+	// re-sends this request from the moment the UART opens. It fails now
+	// only because nothing is connected yet.
+	_ = c.SetFanPercent(100)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { c.Run(runCtx); close(done) }()
@@ -438,9 +475,10 @@ func (b *Backend) openFan(o Options, plat Platform, miss missFunc) {
 		b.fan = fanSmart
 		b.fanWhy = b.smartPath
 		if b.smart != nil {
-			b.caps[hardware.CapFan] = true
-			b.caps[hardware.CapTach] = true
-			b.caps[hardware.CapAirflowTemperature] = true
+			b.smartCaps = []hardware.Capability{hardware.CapFan, hardware.CapTach, hardware.CapAirflowTemperature}
+			for _, c := range b.smartCaps {
+				b.caps[c] = true
+			}
 		} else {
 			miss(hardware.CapFan, errors.New("no UART for the smart fan unit"))
 		}
@@ -662,6 +700,9 @@ func (b *Backend) openLEDs(cfg agentconfigv1.LinuxHardwareConfig, miss missFunc)
 	}
 	if b.ledClass[0] != nil || b.ledClass[1] != nil || b.stream != nil || b.smart != nil {
 		b.caps[hardware.CapLEDs] = true
+		if b.ledClass[0] == nil && b.ledClass[1] == nil && b.stream == nil {
+			b.smartCaps = append(b.smartCaps, hardware.CapLEDs) // the unit's LED is the only one
+		}
 		if len(errs) > 0 {
 			b.log.Warn("some LEDs unavailable", "err", errors.Join(errs...))
 		}
@@ -680,14 +721,34 @@ func (b *Backend) need(c hardware.Capability) error {
 	return nil
 }
 
-// Info implements hardware.Backend.
-func (b *Backend) Info() hardware.Info { return b.info }
+// Info implements hardware.Backend. Its Detail names what a silent smart
+// fan unit leaves missing, until the unit's first frame.
+func (b *Backend) Info() hardware.Info {
+	info := b.info
+	if b.smartSilent() {
+		why := fmt.Sprintf("smart fan unit on %s: no frame yet, still listening (retrying the UART with backoff)", b.smartPath)
+		extra := make([]string, 0, len(b.smartCaps))
+		for _, c := range b.smartCaps {
+			extra = append(extra, fmt.Sprintf("%s: %s", c, why))
+		}
+		info.Detail = b.detail(extra)
+	}
+	return info
+}
 
-// Capabilities implements hardware.Backend.
+// Capabilities implements hardware.Backend. While the smart fan unit is
+// silent, what it provides is missing: the agent then neither trusts its
+// readings nor reports a fan it cannot see, and picks them up on a later
+// sample once the unit speaks.
 func (b *Backend) Capabilities() hardware.Capabilities {
 	out := hardware.Capabilities{}
 	for c, ok := range b.caps {
 		out[c] = ok
+	}
+	if b.smartSilent() {
+		for _, c := range b.smartCaps {
+			delete(out, c)
+		}
 	}
 	return out
 }

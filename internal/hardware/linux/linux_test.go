@@ -607,6 +607,10 @@ func TestSmartFanUnit(t *testing.T) {
 	if info.FanUnit != hardware.FanUnitSmart || info.SoC != "bcm2712" {
 		t.Fatalf("info %+v", info)
 	}
+	// The queued report is read on the link's goroutine.
+	testwait.Eventually(t, smartfantest.Timeout, "the unit to be heard", func(context.Context) (bool, string) {
+		return b.Capabilities().Has(hardware.CapFan), fmt.Sprint(b.Capabilities().List())
+	})
 	for _, c := range []hardware.Capability{hardware.CapFan, hardware.CapTach, hardware.CapAirflowTemperature, hardware.CapLEDs, hardware.CapButton} {
 		if !b.Capabilities().Has(c) {
 			t.Errorf("missing %s", c)
@@ -660,9 +664,11 @@ func TestSmartFanUnit(t *testing.T) {
 
 // TestSilentUARTNeverClaimsItsPins: with the UART overlay on, GPIO12/13
 // are the UART's (UART5 on a CM4, RP1 UART4 on a CM5; the UART and PWM
-// overlays are mutually exclusive, hardware-facts.md). A unit that stays silent (powered later, say) must not
-// make the agent take them as GPIO for the standard unit; the fan is
-// reported failing until the unit speaks, and then it works.
+// overlays are mutually exclusive, hardware-facts.md). A unit that stays
+// silent (powered later, say) must not make the agent take them as GPIO
+// for the standard unit. Until it speaks, what it provides (fan, RPM,
+// airflow, and here the only LED) is missing with the reason, and a fan
+// command is reported failing; then it is all there and works.
 func TestSilentUARTNeverClaimsItsPins(t *testing.T) {
 	master, tty := smartfantest.OpenPTY(t)
 	unit := smartfantest.NewUnit(t, smartfantest.Options{})
@@ -682,10 +688,37 @@ func TestSilentUARTNeverClaimsItsPins(t *testing.T) {
 		err := b.SetFanPercent(70)
 		return err != nil && strings.Contains(err.Error(), "no report yet"), fmt.Sprint(err)
 	})
+	unitCaps := []hardware.Capability{hardware.CapFan, hardware.CapTach, hardware.CapAirflowTemperature, hardware.CapLEDs}
+	why := "smart fan unit on " + filepath.Join(root, "dev", "ttyAMA5") + ": no frame yet"
+	for _, c := range unitCaps {
+		if b.Capabilities().Has(c) {
+			t.Errorf("%s reported although the unit never spoke", c)
+		}
+		if d := b.Info().Detail; !strings.Contains(d, string(c)+": "+why) {
+			t.Errorf("detail %q does not say why %s is missing", d, c)
+		}
+	}
+	if !b.Capabilities().Has(hardware.CapButton) || b.Info().FanUnit != hardware.FanUnitSmart {
+		t.Fatalf("the silent unit took more than its own capabilities: %v, %+v", b.Capabilities().List(), b.Info())
+	}
 
 	// The unit comes up: its first report, and the fan works.
 	unit.Attach(smartfantest.Left, master)
 	unit.Advance(smartfantest.TelemetryInterval)
+	testwait.Eventually(t, smartfantest.Timeout, "the unit's capabilities to appear", func(context.Context) (bool, string) {
+		return b.Capabilities().Has(hardware.CapFan), fmt.Sprint(b.Capabilities().List())
+	})
+	for _, c := range unitCaps {
+		if !b.Capabilities().Has(c) {
+			t.Errorf("%s still missing after the unit spoke", c)
+		}
+	}
+	if d := b.Info().Detail; strings.Contains(d, "no frame yet") {
+		t.Errorf("detail %q still says the unit is silent", d)
+	}
+	if chip.Line(12) != nil || chip.Line(13) != nil {
+		t.Fatal("GPIO12/13 claimed once the unit spoke")
+	}
 	testwait.Eventually(t, smartfantest.Timeout, "the fan to work", func(context.Context) (bool, string) {
 		err := b.SetFanPercent(70)
 		return err == nil, fmt.Sprint(err)
@@ -694,6 +727,26 @@ func TestSilentUARTNeverClaimsItsPins(t *testing.T) {
 		st := unit.State()
 		return st.Fan == 70, fmt.Sprintf("%+v", st)
 	})
+}
+
+// TestSilentUnitIsAskedForFullSpeed: a unit that hears the blade but is
+// not heard (it never reports: a broken TX wire, say) gets full speed
+// from the moment its UART opens, not its 40 % default, although the
+// agent drives no fan it cannot see.
+func TestSilentUnitIsAskedForFullSpeed(t *testing.T) {
+	master, tty := smartfantest.OpenPTY(t)
+	unit := smartfantest.NewUnit(t, smartfantest.Options{})
+	unit.Attach(smartfantest.Left, master)
+	root, drv, _ := cm4Blade(t, map[string]string{"dev/ttyAMA5": ""})
+	b := open(t, linux.Options{Config: config(root), GPIO: drv, Clock: unit.Clock(),
+		Serial: func(string) uart.Dialer { return uart.Serial(tty) }})
+	testwait.Eventually(t, smartfantest.Timeout, "the unit to run at 100 %", func(context.Context) (bool, string) {
+		st := unit.State()
+		return st.Fan == 100, fmt.Sprintf("%+v", st)
+	})
+	if b.Capabilities().Has(hardware.CapFan) {
+		t.Fatal("fan reported although the unit never spoke")
+	}
 }
 
 // TestTwoBladesShareOneSmartUnit runs two linux backends, the left and the
