@@ -38,9 +38,25 @@ func (e *TimeoutError) Error() string {
 // that return errors): nil once cond holds, a *TimeoutError or the
 // context's error otherwise.
 func Poll(ctx context.Context, timeout time.Duration, cond func(ctx context.Context) (bool, string)) error {
+	return PollEvery(ctx, timeout, Interval, cond)
+}
+
+// EventuallyEvery is Eventually polling every interval: for a cheap
+// in-process condition that a test waits on thousands of times (a model
+// on a fake clock settling after each step), where Interval would make
+// the wait, not the work, the test's running time.
+func EventuallyEvery(t testing.TB, timeout, interval time.Duration, what string, cond func(ctx context.Context) (done bool, detail string)) {
+	t.Helper()
+	if err := PollEvery(t.Context(), timeout, interval, cond); err != nil {
+		t.Fatalf("timed out after %s waiting for %s; %v", timeout, what, err)
+	}
+}
+
+// PollEvery is Poll polling every interval.
+func PollEvery(ctx context.Context, timeout, interval time.Duration, cond func(ctx context.Context) (bool, string)) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	tick := time.NewTicker(Interval)
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	var last string
 	for {

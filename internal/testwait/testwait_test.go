@@ -34,3 +34,13 @@ func TestPollStopsWithItsContext(t *testing.T) {
 		t.Fatalf("Poll = %v, want context.Canceled", err)
 	}
 }
+
+func TestPollEveryReturnsOnceTheConditionHolds(t *testing.T) {
+	var n atomic.Int32
+	err := PollEvery(t.Context(), time.Minute, time.Millisecond, func(context.Context) (bool, string) {
+		return n.Add(1) == 5, "not yet"
+	})
+	if err != nil || n.Load() != 5 {
+		t.Fatalf("PollEvery = %v after %d calls, want nil after 5", err, n.Load())
+	}
+}

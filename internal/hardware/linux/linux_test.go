@@ -621,8 +621,8 @@ func TestSmartFanUnit(t *testing.T) {
 		t.Fatal("the UART's pins were claimed as GPIO lines")
 	}
 
-	// Commands go to the unit; the edge LED is mirrored there (followed
-	// by the fan request, which the firmware's LED frame overwrites), the
+	// Commands go to the unit; the edge LED is mirrored there (between
+	// two fan requests, since the firmware's LED frame overwrites it), the
 	// top LED has nowhere to go and is accepted without effect.
 	testwait.Eventually(t, smartfantest.Timeout, "the unit to be heard", func(context.Context) (bool, string) {
 		err := b.SetFanPercent(45)
@@ -790,9 +790,9 @@ func TestTwoBladesShareOneSmartUnit(t *testing.T) {
 		t.Fatalf("right airflow = %v, %v; want the external sensor's 31", c, err)
 	}
 
-	// The left blade's LED frame sets its request to 80 (the right's,
-	// the last the unit decoded) and its fan request puts back 35; the
-	// right's LED frame sets the right's to 35 before its own 80 follows.
+	// An LED frame sets the sender's request to the last percent the
+	// unit decoded, from either blade; each blade's fan request just
+	// before its LED frame makes that its own (35, then 80).
 	if err := left.SetLED(hardware.LEDEdge, hardware.Color{G: 255}); err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,11 @@
 // So the client re-sends its fan request every ResendInterval (the old agent
 // did so every 5 s), at once when the unit shows signs of a restart (reports
 // resume after a gap longer than RestartGap, or a frame was cut short), and
-// after every LED frame.
+// around every LED frame: just before it, so the shared variable holds this
+// blade's percent when the LED frame copies it into this blade's request,
+// and just after it, in case the other blade's fan frame came in between.
+// The facts are in shared/notes/hardware-facts.md ("Smart fan unit
+// firmware"); smartfantest models them.
 package uart
 
 import (
@@ -253,14 +257,13 @@ func (c *Client) serve(ctx context.Context, p *port) error {
 	}()
 
 	// The unit may have restarted with its own defaults: replay what the
-	// agent last asked for, the LED first, since the unit's fan handler
-	// takes any frame as a fan request.
+	// agent last asked for, the fan request last, since the unit's fan
+	// handler takes any frame as a fan request.
 	if led != nil {
-		if err := c.write(p, smartfan.SetLED(led[0], led[1], led[2])); err != nil {
+		if err := c.writeLED(p, *led, fan); err != nil {
 			return err
 		}
-	}
-	if fan != nil {
+	} else if fan != nil {
 		if err := c.write(p, smartfan.SetFanPercent(*fan)); err != nil {
 			return err
 		}
@@ -335,9 +338,29 @@ func (c *Client) resend(p *port, withLED bool) error {
 	fan, led := c.lastFan, c.lastLED
 	c.mu.Unlock()
 	if withLED && led != nil {
-		if err := c.write(p, smartfan.SetLED(led[0], led[1], led[2])); err != nil {
+		return c.writeLED(p, *led, fan)
+	}
+	if fan == nil {
+		return nil
+	}
+	return c.write(p, smartfan.SetFanPercent(*fan))
+}
+
+// writeLED sends an LED frame between two copies of the fan request (when
+// there is one). The firmware's fan handler sees the LED frame too and
+// sets this blade's request to the percent it decoded last, from either
+// blade (hardware-facts.md: one request variable shared by both blades):
+// the request just before makes that this blade's own percent, so the
+// fan does not dip even for the time of a frame; the one after repairs a
+// fan frame of the other blade's that arrived in between.
+func (c *Client) writeLED(p *port, led [3]uint8, fan *uint8) error {
+	if fan != nil {
+		if err := c.write(p, smartfan.SetFanPercent(*fan)); err != nil {
 			return err
 		}
+	}
+	if err := c.write(p, smartfan.SetLED(led[0], led[1], led[2])); err != nil {
+		return err
 	}
 	if fan == nil {
 		return nil
@@ -441,21 +464,20 @@ func (c *Client) SetFanPercent(percent uint8) error {
 }
 
 // SetLED sets the unit's LED for this blade; remembered like the fan duty.
-// The fan request follows every LED frame: the unit's fan handler has just
-// set this blade's request to whatever percent it decoded last (possibly
-// the other blade's, or 0 after a restart).
+// The fan request goes just before and just after the LED frame
+// (writeLED): the unit's fan handler takes the LED frame as a request for
+// whatever percent it decoded last, possibly the other blade's, or 0
+// after a restart.
 func (c *Client) SetLED(r, g, b uint8) error {
 	c.mu.Lock()
-	c.lastLED = &[3]uint8{r, g, b}
+	led := [3]uint8{r, g, b}
+	c.lastLED = &led
 	p, fan := c.port, c.lastFan
 	c.mu.Unlock()
-	if err := c.send(p, smartfan.SetLED(r, g, b)); err != nil {
-		return err
+	if p == nil {
+		return ErrNotConnected
 	}
-	if fan == nil {
-		return nil
-	}
-	return c.send(p, smartfan.SetFanPercent(*fan))
+	return c.writeLED(p, led, fan)
 }
 
 func (c *Client) send(p *port, f smartfan.Frame) error {

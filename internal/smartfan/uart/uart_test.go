@@ -133,11 +133,12 @@ func TestOverPTY(t *testing.T) {
 		t.Fatal(err)
 	}
 	unit.Expect(smartfantest.Left, smartfan.SetFanPercent(56))
-	// An LED frame is always followed by the fan request (the firmware
+	// An LED frame always sits between two fan requests (the firmware
 	// takes the LED frame as a fan request too).
 	if err := c.SetLED(0x7E, 0x7D, 0x01); err != nil {
 		t.Fatal(err)
 	}
+	unit.Expect(smartfantest.Left, smartfan.SetFanPercent(56))
 	unit.Expect(smartfantest.Left, smartfan.Frame{Cmd: smartfan.CmdSetLED, Data: [3]byte{0x01, 0x7D, 0x7E}})
 	unit.Expect(smartfantest.Left, smartfan.SetFanPercent(56))
 	if err := c.SetFanPercent(101); err == nil {
@@ -194,6 +195,7 @@ func TestReconnectReplaysCommands(t *testing.T) {
 	if err := c.SetLED(1, 2, 3); err != nil {
 		t.Fatal(err)
 	}
+	oldUnit.Expect(smartfantest.Left, smartfan.SetFanPercent(70))
 	oldUnit.Expect(smartfantest.Left, smartfan.SetLED(1, 2, 3))
 	oldUnit.Expect(smartfantest.Left, smartfan.SetFanPercent(70))
 
@@ -201,10 +203,12 @@ func TestReconnectReplaysCommands(t *testing.T) {
 	oldUnit.Send(smartfantest.Left, []byte{0x7E, 0xA3})
 	unitW.CloseWithError(errors.New("cable pulled"))
 
-	// The new link gets the last commands replayed (LED first, so the fan
-	// request is what the unit keeps), then works normally.
+	// The new link gets the last commands replayed (the LED between two
+	// fan requests, so the fan request is what the unit keeps), then
+	// works normally.
 	newUnit := smartfantest.NewUnit(t, smartfantest.Options{})
 	newUnit.Attach(smartfantest.Left, master)
+	newUnit.Expect(smartfantest.Left, smartfan.SetFanPercent(70))
 	newUnit.Expect(smartfantest.Left, smartfan.SetLED(1, 2, 3))
 	newUnit.Expect(smartfantest.Left, smartfan.SetFanPercent(70))
 	if st := newUnit.State(); st.Fan != 70 || st.LEDs[smartfantest.Left] != (smartfantest.Color{R: 1, G: 2, B: 3}) {
