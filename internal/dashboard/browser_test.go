@@ -396,6 +396,32 @@ const jsHelpers = `const card = (n) => document.querySelector('article.blade[dat
 
 func cond(body string) string { return "(() => { " + jsHelpers + " " + body + " })()" }
 
+// blinksInStep checks that the page's n visible blinking LEDs are in one
+// phase, on for the first half of every wall-clock second as the blades
+// blink (a CSS animation restarts whenever its element is moved or shown
+// again). They share one timeline, so their phases agree to the
+// millisecond; the wall clock is compared more loosely, as the timeline
+// advances with frames.
+func (p *page) blinksInStep(n int) {
+	p.t.Helper()
+	got := eval[string](p, `(() => {
+		const leds = [...document.querySelectorAll('.led[data-pattern="blink"]')].filter((e) => e.checkVisibility());
+		const phases = leds.map((e) => { const a = e.getAnimations()[0]; return a ? ((a.currentTime % 1000) + 1000) % 1000 : NaN; });
+		const wall = Date.now() % 1000;
+		const apart = (x, y) => { const d = Math.abs(x - y) % 1000; return Math.min(d, 1000 - d); };
+		const where = (i) => (leds[i].closest("[data-name]") || {dataset: {name: "?"}}).dataset.name + " " + leds[i].className;
+		if (leds.length !== `+fmt.Sprint(n)+`) return leds.length + " blinking LEDs";
+		for (let i = 0; i < leds.length; i++) {
+			if (Number.isNaN(phases[i])) return where(i) + ": not animated";
+			if (apart(phases[i], phases[0]) > 2) return where(i) + " at " + Math.round(phases[i]) + " ms, " + where(0) + " at " + Math.round(phases[0]) + " ms";
+		}
+		return apart(phases[0], wall) > 150 ? "the LEDs at " + Math.round(phases[0]) + " ms, the wall clock at " + wall + " ms" : "ok";
+	})()`)
+	if got != "ok" {
+		p.t.Errorf("blinking LEDs out of step: %s", got)
+	}
+}
+
 // waitBlades waits until the page shows these blades.
 func (p *page) waitBlades(names ...string) {
 	p.t.Helper()
@@ -877,7 +903,7 @@ func TestBrowserScreenshot(t *testing.T) {
 	createRack(t, rack...)
 	now := time.Now()
 	nodeEvent(t, "blade-2", "AgentStarted", "kubeblade-agent on the simulated backend", corev1.EventTypeNormal, now.Add(-6*time.Minute))
-	nodeEvent(t, "blade-2", "ConfigApplied", fmt.Sprintf("BladeConfig %s generation %d", bc.Name, bc.Generation), corev1.EventTypeNormal, now.Add(-6*time.Minute))
+	nodeEvent(t, "blade-2", "ConfigApplied", fmt.Sprintf("BladeConfig %s generation %d", bc.Name, bc.Generation), corev1.EventTypeNormal, now.Add(-6*time.Minute+time.Second))
 	nodeEvent(t, "blade-2", "CriticalTemperature", fmt.Sprintf("75 °C ≥ criticalCelsius %d: fan 100 %%", agent.CriticalCelsius), corev1.EventTypeWarning, now.Add(-20*time.Second))
 	for i, r := range []string{"ButtonLongPressed", "MaintenanceRequested", "Draining", "Drained"} {
 		nodeEvent(t, "blade-3", r, "maintenance from the button", corev1.EventTypeNormal, now.Add(time.Duration(i-10)*time.Second))
@@ -890,6 +916,9 @@ func TestBrowserScreenshot(t *testing.T) {
 		return n === "`+strings.Join(localcluster.DefaultNodes, " ")+`" ? "ok" : n; })()`)
 	p.click(`article.blade[data-name="blade-2"] .more`)
 	p.until("the detail panel with blade-2's Events", 10*time.Second, `document.querySelectorAll("#detail-events li").length === 3 ? "ok" : "not yet"`)
+	// Blades arriving one by one laid the rack out again: the blinking
+	// LEDs still blink together, on the wall clock's second.
+	p.blinksInStep(3)
 	// Blinking LEDs are caught in their on phase.
 	p.until("the on half of the blink", 2*time.Second, `Date.now() % 1000 < 400 ? "ok" : "off phase"`)
 	shot, err := chromedp.Run(p.ctx, chromedp.FullScreenshot(100))
