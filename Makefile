@@ -224,7 +224,7 @@ test-dashboard: envtest-assets ## The rack view's tests: server side, and the pa
 	  $(GO) test -race -count=1 -v ./internal/dashboard/ ./internal/testbrowser/
 
 .PHONY: dashboard-screenshot
-dashboard-screenshot: envtest-assets ## Rewrite docs/dashboard.png: the browser test's screenshot of a demo-like rack.
+dashboard-screenshot: envtest-assets ## Rewrite docs/dashboard.png: the browser test's screenshot of make demo's rack (docs/dashboard.md says how).
 	KUBEBUILDER_ASSETS=$$(hack/k8s-tools.sh kube-apiserver etcd) KUBEBLADE_TEST_REQUIRED=1 \
 	  $(GO) test -count=1 -run '^TestBrowserScreenshot$$' ./internal/dashboard/ -screenshot $(CURDIR)/docs/dashboard.png
 

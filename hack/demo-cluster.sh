@@ -71,12 +71,6 @@ export BLADECTL_CONFIG="$dir/bladectl.yaml"
 for n in $NODES; do
   bladectl config add "$n" --server "unix://$DEMO_DIR/blades/$n/agent.sock" >/dev/null
 done
-# The rack view draws Nodes by these optional labels: one demo chassis.
-slot=0
-for n in $NODES; do
-  slot=$((slot + 1))
-  kubectl label node "$n" kubeblade.io/chassis=demo-rack "kubeblade.io/slot=$slot" --overwrite >/dev/null
-done
 # The built-in "local" blade is the agent socket of a real blade host.
 bladectl config remove local >/dev/null 2>&1 || true
 bladectl config use blade-1 >/dev/null

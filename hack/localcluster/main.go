@@ -1,7 +1,7 @@
 // Command localcluster runs a whole kubeblade cluster on this machine and
 // keeps it up until interrupted: etcd, kube-apiserver,
 // kube-controller-manager and kube-scheduler built from source, three
-// fake-kubelet blade Nodes, the CRDs and a BladeConfig, kubeblade-operator,
+// fake-kubelet blade Nodes (in the rack view's chassis demo-rack), the CRDs and a BladeConfig, kubeblade-operator,
 // and one kubeblade-agent process per blade on the simulated backend.
 // hack/demo-cluster.sh (make demo) drives it; see internal/localcluster.
 package main
@@ -30,7 +30,8 @@ func main() {
 
 func run() error {
 	dir := flag.String("dir", "", "directory for the kubeconfig, logs and blade state (default: a new temporary one, removed on exit)")
-	nodes := flag.String("nodes", "blade-1,blade-2,blade-3", "comma-separated blade Node names")
+	nodes := flag.String("nodes", strings.Join(localcluster.DefaultNodes, ","), "comma-separated blade Node names")
+	chassis := flag.String("chassis", localcluster.DemoChassis, "chassis the rack view draws the Nodes in, in slots 1, 2, … (kubeblade.io/chassis, kubeblade.io/slot); empty for none")
 	bladeConfig := flag.String("bladeconfig", "hack/demo/bladeconfig.yaml", "BladeConfig manifest to apply")
 	binDir := flag.String("bin", "bin", "directory with kubeblade-agent and kubeblade-operator")
 	envFile := flag.String("env-file", "", "write shell variables (KUBECONFIG, directories) here once the cluster is ready")
@@ -72,6 +73,11 @@ func run() error {
 			return fmt.Errorf("-fan-peers %q: want a:b pairs", pair)
 		}
 		if err := c.DeclareFanPeers(ctx, a, b); err != nil {
+			return err
+		}
+	}
+	if *chassis != "" {
+		if err := c.PlaceInChassis(ctx, *chassis); err != nil {
 			return err
 		}
 	}

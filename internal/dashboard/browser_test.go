@@ -31,10 +31,13 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/bladectl"
+	"github.com/kubeblade/kubeblade/internal/config"
 	"github.com/kubeblade/kubeblade/internal/dashboard"
+	"github.com/kubeblade/kubeblade/internal/localcluster"
 	"github.com/kubeblade/kubeblade/internal/testbrowser"
 	"github.com/kubeblade/kubeblade/internal/testenv"
 	"github.com/kubeblade/kubeblade/internal/testreq"
@@ -42,6 +45,10 @@ import (
 )
 
 var screenshotPath = flag.String("screenshot", "", "where TestBrowserScreenshot writes the page's screenshot (docs/dashboard.png)")
+
+// The screenshot's viewport: a laptop screen, where the demo's three
+// blades fill enough of the page to be read in the docs.
+const shotWidth, shotHeight = 1280, 720
 
 // live is how soon a change must show on the page (SPEC §9).
 const live = 2 * time.Second
@@ -129,6 +136,7 @@ type rackBlade struct {
 	annotations         map[string]string
 	status              v1alpha1.BladeStatus
 	noAgent             bool
+	unschedulable       bool // cordoned
 }
 
 func i32(v int32) *int32 { return &v }
@@ -161,7 +169,8 @@ func createRack(t *testing.T, blades ...rackBlade) {
 		if b.slot != "" {
 			labels[dashboard.LabelSlot] = b.slot
 		}
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: b.name, Labels: labels, Annotations: b.annotations}}
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: b.name, Labels: labels, Annotations: b.annotations},
+			Spec: corev1.NodeSpec{Unschedulable: b.unschedulable}}
 		if err := suite.admin.Create(ctx, n); err != nil {
 			t.Fatal(err)
 		}
@@ -387,6 +396,32 @@ const jsHelpers = `const card = (n) => document.querySelector('article.blade[dat
 
 func cond(body string) string { return "(() => { " + jsHelpers + " " + body + " })()" }
 
+// blinksInStep checks that the page's n visible blinking LEDs are in one
+// phase, on for the first half of every wall-clock second as the blades
+// blink (a CSS animation restarts whenever its element is moved or shown
+// again). They share one timeline, so their phases agree to the
+// millisecond; the wall clock is compared more loosely, as the timeline
+// advances with frames.
+func (p *page) blinksInStep(n int) {
+	p.t.Helper()
+	got := eval[string](p, `(() => {
+		const leds = [...document.querySelectorAll('.led[data-pattern="blink"]')].filter((e) => e.checkVisibility());
+		const phases = leds.map((e) => { const a = e.getAnimations()[0]; return a ? ((a.currentTime % 1000) + 1000) % 1000 : NaN; });
+		const wall = Date.now() % 1000;
+		const apart = (x, y) => { const d = Math.abs(x - y) % 1000; return Math.min(d, 1000 - d); };
+		const where = (i) => (leds[i].closest("[data-name]") || {dataset: {name: "?"}}).dataset.name + " " + leds[i].className;
+		if (leds.length !== `+fmt.Sprint(n)+`) return leds.length + " blinking LEDs";
+		for (let i = 0; i < leds.length; i++) {
+			if (Number.isNaN(phases[i])) return where(i) + ": not animated";
+			if (apart(phases[i], phases[0]) > 2) return where(i) + " at " + Math.round(phases[i]) + " ms, " + where(0) + " at " + Math.round(phases[0]) + " ms";
+		}
+		return apart(phases[0], wall) > 150 ? "the LEDs at " + Math.round(phases[0]) + " ms, the wall clock at " + wall + " ms" : "ok";
+	})()`)
+	if got != "ok" {
+		p.t.Errorf("blinking LEDs out of step: %s", got)
+	}
+}
+
 // waitBlades waits until the page shows these blades.
 func (p *page) waitBlades(names ...string) {
 	p.t.Helper()
@@ -402,8 +437,18 @@ func TestBrowserDrawsEveryBladeInItsChassisAndSlot(t *testing.T) {
 	needBrowser(t)
 	createRack(t,
 		rackBlade{name: "rk-a1", chassis: "rk-A", slot: "1", status: idle(41)},
-		rackBlade{name: "rk-a2", chassis: "rk-A", slot: "2", status: idle(44)},
-		rackBlade{name: "rk-a4", chassis: "rk-A", slot: "4", status: idle(39)},
+		rackBlade{name: "rk-a2", chassis: "rk-A", slot: "2", status: func() v1alpha1.BladeStatus {
+			s := idle(44)
+			s.PowerSource = "poe-or-usbc"
+			s.Fan = v1alpha1.BladeFanStatus{Percent: 60, RPM: i32(4680), Mode: "manual"}
+			s.Config = &v1alpha1.AppliedConfig{Name: "rack-a", Generation: 7}
+			return s
+		}()},
+		rackBlade{name: "rk-a4", chassis: "rk-A", slot: "4", status: func() v1alpha1.BladeStatus {
+			s := idle(39)
+			s.Fan.RPM = nil // no tachometer
+			return s
+		}()},
 		rackBlade{name: "rk-b1", chassis: "rk-B", slot: "1", status: idle(50)},
 		rackBlade{name: "rk-b2", chassis: "rk-B", slot: "2", noAgent: true},
 		rackBlade{name: "rk-bx", chassis: "rk-B", slot: "left", status: idle(45)},
@@ -445,6 +490,33 @@ func TestBrowserDrawsEveryBladeInItsChassisAndSlot(t *testing.T) {
 	if got := eval[string](p, cond(`return [...card("rk-b2").querySelectorAll(".badge")].map((b) => b.dataset.badge).join(" ")`)); got != "no-agent" {
 		t.Errorf("rk-b2 (a Node without Blade) has badges %q, want no-agent", got)
 	}
+	// What each card says about its fan, power and config.
+	for _, tc := range []struct{ name, fan, rpm, power, config string }{
+		{"rk-a1", "fan 35 % · auto", "2,730 rpm", "PoE+", "default · gen 2"},
+		{"rk-a2", "fan 60 % · manual", "4,680 rpm", "PoE/USB-C", "rack-a · gen 7"},
+		{"rk-a4", "fan 35 % · auto", "no tach", "PoE+", "default · gen 2"},
+	} {
+		got := eval[string](p, cond(`const c = card("`+tc.name+`");
+			return [".fan", ".rpm", ".meta:not(.cfg)", ".cfg"].map((s) => c.querySelector(s).textContent).join(" | ");`))
+		if want := strings.Join([]string{tc.fan, tc.rpm, tc.power, tc.config}, " | "); got != want {
+			t.Errorf("%s reads %q, want %q", tc.name, got, want)
+		}
+	}
+	// The legend is there, closed, and the button opens and closes it.
+	legend := `(() => { const l = document.querySelector("#legend"), b = document.querySelector("#legend-toggle");
+		return (l.hidden ? "closed" : "open") + " " + b.getAttribute("aria-expanded") + " " + (l.getBoundingClientRect().height > 0 ? "drawn" : "not drawn"); })()`
+	if got := eval[string](p, legend); got != "closed false not drawn" {
+		t.Errorf("the legend is %q before the button is pressed", got)
+	}
+	p.click("#legend-toggle")
+	p.until("the legend to open", live, `(() => { const r = `+legend+`; return r === "open true drawn" ? "ok" : r; })()`)
+	if got := eval[string](p, `[...document.querySelectorAll("#legend h2")].map((h) => h.textContent).join(" ") + " | " +
+		[...document.querySelectorAll("#legend .badge")].length`); got != "LEDs Temperature State | 11" {
+		t.Errorf("the legend shows %q, want its LEDs, Temperature and State parts with 11 badges", got)
+	}
+	p.click("#legend-toggle")
+	p.until("the legend to close", live, `(() => { const r = `+legend+`; return r === "closed false not drawn" ? "ok" : r; })()`)
+
 	// The default idle colour #001000 is drawn as the green it looks like.
 	if got := eval[string](p, cond(`return getComputedStyle(card("rk-a1").querySelector(".led.edge")).backgroundColor`)); got != "rgb(0, 255, 0)" {
 		t.Errorf("rk-a1's edge LED (#001000 steady) is drawn %s, want rgb(0, 255, 0)", got)
@@ -764,60 +836,89 @@ func TestBrowserReadableOnAPhoneAndA4KWall(t *testing.T) {
 	}
 }
 
-// TestBrowserScreenshot draws a demo-like rack and takes the screenshot
-// docs/dashboard.md shows: `make dashboard-screenshot` writes it there.
+// TestBrowserScreenshot draws make demo's rack and takes the screenshot
+// docs/dashboard.md shows (`make dashboard-screenshot` writes it there).
+// The rack comes from the demo's own definitions: its Nodes and their
+// chassis and slots (internal/localcluster, which hack/localcluster
+// applies) and its BladeConfig (hack/demo/bladeconfig.yaml). No agents or
+// operator run here: the Blades' status is written as the demo's
+// simulated agents report it at three steps of its walk-through
+// (hack/demo-cluster.sh): blade-1 identifying (step 2), blade-2 overheated
+// to 75 °C (step 4) and blade-3 drained for maintenance (step 9).
 func TestBrowserScreenshot(t *testing.T) {
 	needCluster(t)
 	needBrowser(t)
-	var rack []rackBlade
-	for i := 1; i <= 8; i++ {
-		b := rackBlade{name: fmt.Sprintf("blade-%d", i), chassis: "rack-1", slot: fmt.Sprint(i), status: idle(int32(38 + (i*7)%17))}
-		switch i {
-		case 3: // identify
-			b.status.Identify, b.status.State = true, v1alpha1.BladeStateIdentify
-			b.status.LEDs.Edge = v1alpha1.LEDStatus{Color: "#100010", Pattern: "blink"}
-			b.annotations = map[string]string{v1alpha1.AnnotationIdentify: "true"}
-		case 5: // critical
-			b.status.Critical, b.status.State, b.status.TemperatureCelsius = true, v1alpha1.BladeStateCritical, i32(84)
-			b.status.Fan = v1alpha1.BladeFanStatus{Percent: 100, RPM: i32(7800), Mode: "critical"}
-			b.status.LEDs = v1alpha1.BladeLEDsStatus{Top: v1alpha1.LEDStatus{Color: "#400000", Pattern: "blink"}, Edge: v1alpha1.LEDStatus{Color: "#400000", Pattern: "steady"}}
-		case 6: // drained: safe to pull
-			b.annotations = map[string]string{dashboard.AnnotationMaintenance: "true", dashboard.AnnotationMaintenanceState: "drained"}
-			b.status.LEDs.Edge = v1alpha1.LEDStatus{Color: "#003000", Pattern: "steady"}
-		case 7: // stale
-			b.status.Conditions = []metav1.Condition{{Type: v1alpha1.BladeConditionAgentReady, Status: metav1.ConditionUnknown,
-				Reason: dashboard.ReasonHeartbeatStale, Message: "no heartbeat for 16m", LastTransitionTime: metav1.Now()}}
-		case 8: // no agent yet
-			b.noAgent = true
-		}
-		if i != 4 { // an empty slot
-			rack = append(rack, b)
-		}
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "hack", "demo", "bladeconfig.yaml"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i := 1; i <= 4; i++ {
-		b := rackBlade{name: fmt.Sprintf("blade-%d", 8+i), chassis: "rack-2", slot: fmt.Sprint(i), status: idle(int32(41 + i*3))}
-		b.status.SoC = "bcm2711"
-		switch i {
-		case 2: // stealth, on USB-C
-			b.status.Stealth, b.status.State, b.status.PowerSource = true, v1alpha1.BladeStateStealth, "poe-or-usbc"
-		case 3: // manual fan, draining
-			b.status.Fan = v1alpha1.BladeFanStatus{Percent: 60, RPM: i32(4680), Mode: "manual"}
-			b.annotations = map[string]string{dashboard.AnnotationMaintenance: "true", dashboard.AnnotationMaintenanceState: "draining"}
-			b.status.LEDs.Edge = v1alpha1.LEDStatus{Color: "#201000", Pattern: "blink"}
+	bc := &v1alpha1.BladeConfig{}
+	if err := yaml.UnmarshalStrict(raw, bc); err != nil {
+		t.Fatalf("hack/demo/bladeconfig.yaml: %v", err)
+	}
+	if err := suite.admin.Create(ctxT(t), bc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = suite.admin.Delete(context.Background(), bc) })
+	agent := bc.Spec.Agent
+	if len(agent.FanCurve) == 0 || agent.CriticalCelsius == 0 || agent.CriticalCelsius >= 75 {
+		t.Fatalf("the demo's BladeConfig changed (fan curve %v, criticalCelsius %d): make this test follow it", agent.FanCurve, agent.CriticalCelsius)
+	}
+	// As the simulated backend reports it (internal/hardware/simulated:
+	// PoE+, 5 000 rpm at full duty), below the fan curve's first step.
+	const maxRPM = 5000
+	demo := func(temp int32) v1alpha1.BladeStatus {
+		s := idle(temp)
+		s.Config = &v1alpha1.AppliedConfig{Name: bc.Name, Generation: bc.Generation}
+		pct := agent.FanCurve[0].Percent
+		s.Fan = v1alpha1.BladeFanStatus{Percent: pct, RPM: i32(pct * maxRPM / 100), Mode: "auto"}
+		return s
+	}
+	labels := localcluster.ChassisLabels(localcluster.DemoChassis, localcluster.DefaultNodes)
+	var rack []rackBlade
+	for _, name := range localcluster.DefaultNodes {
+		b := rackBlade{name: name, chassis: labels[name][dashboard.LabelChassis], slot: labels[name][dashboard.LabelSlot]}
+		switch name {
+		case "blade-1": // step 2: kubectl annotate node blade-1 kubeblade.io/identify=true
+			b.status = demo(41)
+			b.status.Identify, b.status.State = true, v1alpha1.BladeStateIdentify
+			b.status.LEDs.Edge = v1alpha1.LEDStatus{Color: config.DefaultIdentifyColor, Pattern: "blink"}
+			b.annotations = map[string]string{v1alpha1.AnnotationIdentify: "true"}
+		case "blade-2": // step 4: load 2, 75 °C
+			b.status = demo(75)
+			b.status.Critical, b.status.State = true, v1alpha1.BladeStateCritical
+			b.status.Fan = v1alpha1.BladeFanStatus{Percent: 100, RPM: i32(maxRPM), Mode: "critical"}
+			b.status.LEDs = v1alpha1.BladeLEDsStatus{Top: v1alpha1.LEDStatus{Color: config.DefaultCriticalColor, Pattern: "blink"},
+				Edge: v1alpha1.LEDStatus{Color: config.DefaultCriticalColor, Pattern: "steady"}}
+		case "blade-3": // step 9: the button held 3.5 s, drained
+			b.status = demo(38)
+			b.status.LEDs.Edge = v1alpha1.LEDStatus{Color: config.DefaultSafeToPullColor, Pattern: "steady"}
+			b.annotations = map[string]string{dashboard.AnnotationMaintenance: "true", dashboard.AnnotationMaintenanceState: "drained"}
+			b.unschedulable = true
+		default:
+			t.Fatalf("the demo has a blade %s this test does not know: make it follow the demo", name)
 		}
 		rack = append(rack, b)
 	}
-	rack = append(rack, rackBlade{name: "edge-pi", status: idle(47)})
 	createRack(t, rack...)
 	now := time.Now()
-	nodeEvent(t, "blade-5", "AgentStarted", "kubeblade-agent v0.5.0, simulated backend", corev1.EventTypeNormal, now.Add(-40*time.Minute))
-	nodeEvent(t, "blade-5", "ConfigApplied", "BladeConfig default generation 2", corev1.EventTypeNormal, now.Add(-39*time.Minute))
-	nodeEvent(t, "blade-5", "CriticalTemperature", "84 °C ≥ criticalCelsius 80: fan 100 %", corev1.EventTypeWarning, now.Add(-2*time.Minute))
+	nodeEvent(t, "blade-2", "AgentStarted", "kubeblade-agent on the simulated backend", corev1.EventTypeNormal, now.Add(-6*time.Minute))
+	nodeEvent(t, "blade-2", "ConfigApplied", fmt.Sprintf("BladeConfig %s generation %d", bc.Name, bc.Generation), corev1.EventTypeNormal, now.Add(-6*time.Minute+time.Second))
+	nodeEvent(t, "blade-2", "CriticalTemperature", fmt.Sprintf("75 °C ≥ criticalCelsius %d: fan 100 %%", agent.CriticalCelsius), corev1.EventTypeWarning, now.Add(-20*time.Second))
+	for i, r := range []string{"ButtonLongPressed", "MaintenanceRequested", "Draining", "Drained"} {
+		nodeEvent(t, "blade-3", r, "maintenance from the button", corev1.EventTypeNormal, now.Add(time.Duration(i-10)*time.Second))
+	}
 	d := startDashboard(t, "127.0.0.1:0")
-	p := openPage(t, d.url, 1920, 1080)
-	p.waitBlades("blade-1", "blade-12", "edge-pi")
-	p.click(`article.blade[data-name="blade-5"] .more`)
-	p.until("the detail panel with blade-5's Events", 10*time.Second, `document.querySelectorAll("#detail-events li").length === 3 ? "ok" : "not yet"`)
+	p := openPage(t, d.url, shotWidth, shotHeight)
+	p.waitBlades(localcluster.DefaultNodes...)
+	// The demo's rack only: blades other tests left behind would show.
+	p.until("only the demo's blades", 10*time.Second, `(() => { const n = [...document.querySelectorAll("article.blade")].map((c) => c.dataset.name).join(" ");
+		return n === "`+strings.Join(localcluster.DefaultNodes, " ")+`" ? "ok" : n; })()`)
+	p.click(`article.blade[data-name="blade-2"] .more`)
+	p.until("the detail panel with blade-2's Events", 10*time.Second, `document.querySelectorAll("#detail-events li").length === 3 ? "ok" : "not yet"`)
+	// Blades arriving one by one laid the rack out again: the blinking
+	// LEDs still blink together, on the wall clock's second.
+	p.blinksInStep(3)
 	// Blinking LEDs are caught in their on phase.
 	p.until("the on half of the blink", 2*time.Second, `Date.now() % 1000 < 400 ? "ok" : "off phase"`)
 	shot, err := chromedp.Run(p.ctx, chromedp.FullScreenshot(100))
@@ -828,7 +929,7 @@ func TestBrowserScreenshot(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the screenshot is no PNG: %v", err)
 	}
-	if b := img.Bounds(); b.Dx() != 1920 || b.Dy() < 1080 {
+	if b := img.Bounds(); b.Dx() != shotWidth || b.Dy() < shotHeight {
 		t.Errorf("screenshot is %v", b)
 	}
 	out := filepath.Join(t.TempDir(), "dashboard.png")

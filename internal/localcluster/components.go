@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 
 	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/dashboard"
 	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
 	"github.com/kubeblade/kubeblade/internal/operator/agentdaemonset"
 )
@@ -217,6 +219,36 @@ func (c *Cluster) DeclareFanPeers(ctx context.Context, a, b string) error {
 		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, kbv1.AnnotationFanPeer, p[1])
 		if err := c.Ctrl.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: p[0]}}, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 			return fmt.Errorf("declaring %s's fan peer: %w", p[0], err)
+		}
+	}
+	return nil
+}
+
+// DemoChassis is the chassis make demo puts its blades in.
+const DemoChassis = "demo-rack"
+
+// ChassisLabels are the rack view's Node labels (SPEC §9) that put nodes
+// into chassis in slots 1, 2, … in their order: what PlaceInChassis sets,
+// and what the dashboard's screenshot test draws as the demo's rack.
+func ChassisLabels(chassis string, nodes []string) map[string]map[string]string {
+	out := make(map[string]map[string]string, len(nodes))
+	for i, n := range nodes {
+		out[n] = map[string]string{dashboard.LabelChassis: chassis, dashboard.LabelSlot: strconv.Itoa(i + 1)}
+	}
+	return out
+}
+
+// PlaceInChassis labels the cluster's Nodes as the blades of chassis in
+// slots 1, 2, … (ChassisLabels), as an operator would with `kubectl label
+// node` or Talos's machine.nodeLabels, so the rack view draws them there.
+func (c *Cluster) PlaceInChassis(ctx context.Context, chassis string) error {
+	for n, labels := range ChassisLabels(chassis, c.Nodes) {
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+		if err != nil {
+			return err
+		}
+		if err := c.Ctrl.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return fmt.Errorf("placing %s in chassis %s: %w", n, chassis, err)
 		}
 	}
 	return nil

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -58,6 +59,10 @@ var AgentAccessManifests = []string{
 
 // FieldManager applies manifests.
 const FieldManager = "kubeblade-localcluster"
+
+// DefaultNodes are the blade Nodes when Options.Nodes is empty: make
+// demo's three blades.
+var DefaultNodes = []string{"blade-1", "blade-2", "blade-3"}
 
 // Options configure Start.
 type Options struct {
@@ -110,7 +115,7 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if len(o.Nodes) == 0 {
-		o.Nodes = []string{"blade-1", "blade-2", "blade-3"}
+		o.Nodes = slices.Clone(DefaultNodes)
 	}
 	if o.BinDir == "" {
 		o.BinDir = filepath.Join(testenv.RepoRoot(), "bin")

@@ -76,6 +76,7 @@
     renderEmpty();
     renderSummary();
     applyFilter();
+    syncBlinks(racksEl);
     if (detailName) renderDetail();
     performance.mark('kubeblade:snapshot-drawn');
   }
@@ -111,7 +112,10 @@
     renderSummary();
     // Without a filter nothing is hidden; with one, only what changed is
     // looked at again (a thousand cards, several messages a second).
-    if (filterTokens.length || relayout.size) applyFilter((m.upsert || []).map((b) => b.name), relayout);
+    if (filterTokens.length || relayout.size) {
+      applyFilter((m.upsert || []).map((b) => b.name), relayout);
+      syncBlinks(racksEl);
+    }
     if (detailName) renderDetail();
   }
 
@@ -325,9 +329,29 @@
     el.dataset.pattern = pattern;
     if (pattern === 'off') el.style.removeProperty('--c');
     else el.style.setProperty('--c', shown(color));
-    if (pattern === 'blink' && c.pattern[which] !== 'blink') el.style.animationDelay = `-${Date.now() % 1000}ms`;
+    if (pattern === 'blink' && c.pattern[which] !== 'blink') syncLed(el, blinkStart());
     c.pattern[which] = pattern;
     el.title = `${which} LED: ${pattern === 'off' ? 'off' : `${color} ${pattern}`}`;
+  }
+
+  // Blinking LEDs are on for the first half of every wall-clock second, in
+  // step with the blades. A CSS animation starts over whenever its element
+  // is inserted, moved or shown again (a layout, the filter, the legend, the
+  // details), so its start time is set again after each of those, not only
+  // when the LED starts blinking.
+  // The document's timeline counts from performance.timeOrigin, so the last
+  // wall-clock second began at this time on it, the same for every call
+  // within that second.
+  const blinkStart = () => {
+    const now = performance.now();
+    return now - ((performance.timeOrigin + now) % 1000);
+  };
+  function syncLed(e, start) {
+    for (const a of e.getAnimations()) a.startTime = start;
+  }
+  function syncBlinks(root) {
+    const start = blinkStart();
+    for (const e of root.querySelectorAll('.led[data-pattern="blink"]')) syncLed(e, start);
   }
 
   // shown scales a colour to full brightness, keeping its hue: the agent
@@ -501,6 +525,7 @@
     const hash = filterEl.value ? `#filter=${encodeURIComponent(filterEl.value)}` : ' ';
     history.replaceState(null, '', hash === ' ' ? location.pathname : hash);
     applyFilter();
+    syncBlinks(racksEl);
     renderSummary();
   }
   // applyFilter shows the cards that match the filter, and the sections
@@ -688,7 +713,7 @@
     const l = $('legend');
     l.hidden = !l.hidden;
     // Animations start when shown: put the sample LED in the blades' phase.
-    l.querySelectorAll('.led[data-pattern="blink"]').forEach((e) => { e.style.animationDelay = `-${Date.now() % 1000}ms`; });
+    syncBlinks(l);
     $('legend-toggle').setAttribute('aria-expanded', String(!l.hidden));
   });
 
