@@ -19,9 +19,9 @@
 // USEFIFO bit 5). None of it has been run on a CM5 by this project.
 //
 // The 50 MHz is checked, not assumed: Open reads PWM0's clock from RP1's
-// clock controller and refuses (the LEDs and the fan then show as missing,
-// with the reason) unless it runs from the 50 MHz crystal undivided. See
-// the clock constants for the sources.
+// clock controller and refuses unless it runs from the 50 MHz crystal
+// undivided (the agent then runs the linux backend, whose status names the
+// reason the LEDs are missing). See the clock constants for the sources.
 package bcm2712
 
 import (
