@@ -714,7 +714,11 @@ func statusFromBlade(b *v1alpha1.Blade) *agentv1.Status {
 		if l.s.Color == "" && l.s.Pattern == "" {
 			continue
 		}
-		st.Leds = append(st.Leds, &agentv1.LEDStatus{Led: l.led, Pattern: ledPatterns[l.s.Pattern], Color: parseColor(l.s.Color)})
+		c := parseColor(l.s.Color)
+		if c == nil && l.s.Color == "" && l.s.Pattern == "off" {
+			c = &agentv1.Color{} // an LED that is off shows no light
+		}
+		st.Leds = append(st.Leds, &agentv1.LEDStatus{Led: l.led, Pattern: ledPatterns[l.s.Pattern], Color: c})
 	}
 	return st
 }

@@ -49,4 +49,12 @@ func TestStatusFromBladeColour(t *testing.T) {
 			}
 		})
 	}
+	// An LED that is off is dark whether or not the status names a colour;
+	// a colour it names wrongly is still unknown.
+	for color, want := range map[string]string{"": "#000000", "#000000": "#000000", "#0000": unknownColor} {
+		b := &v1alpha1.Blade{Status: v1alpha1.BladeStatus{LEDs: v1alpha1.BladeLEDsStatus{Top: v1alpha1.LEDStatus{Color: color, Pattern: "off"}}}}
+		if got := viewStatus(statusFromBlade(b)).LEDs["top"].Color; got != want {
+			t.Errorf("off with colour %q: %q, want %q", color, got, want)
+		}
+	}
 }
