@@ -319,12 +319,19 @@ func TestCompatFanAutoRefusedOnHotOldAgent(t *testing.T) {
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
+	// onWrite, when set, sees everything written so far after each write.
+	onWrite func(all string)
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
+	n, err := s.b.Write(p)
+	all := s.b.String()
+	s.mu.Unlock()
+	if s.onWrite != nil {
+		s.onWrite(all)
+	}
+	return n, err
 }
 
 func (s *syncBuffer) String() string {

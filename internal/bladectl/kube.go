@@ -714,18 +714,25 @@ func statusFromBlade(b *v1alpha1.Blade) *agentv1.Status {
 		if l.s.Color == "" && l.s.Pattern == "" {
 			continue
 		}
-		st.Leds = append(st.Leds, &agentv1.LEDStatus{Led: l.led, Pattern: ledPatterns[l.s.Pattern], Color: parseColor(l.s.Color)})
+		c := parseColor(l.s.Color)
+		if c == nil && l.s.Color == "" && l.s.Pattern == "off" {
+			c = &agentv1.Color{} // an LED that is off shows no light
+		}
+		st.Leds = append(st.Leds, &agentv1.LEDStatus{Led: l.led, Pattern: ledPatterns[l.s.Pattern], Color: c})
 	}
 	return st
 }
 
-// parseColor reads #rrggbb; anything else is black.
+// parseColor reads #rrggbb. Anything else is nil, which prints as
+// unknown: a Blade status written by a broken or newer agent must not show
+// as black (or any colour the LED is not showing).
 func parseColor(s string) *agentv1.Color {
-	var r, g, b uint32
-	if len(s) == 7 && s[0] == '#' {
-		if v, err := strconv.ParseUint(s[1:], 16, 32); err == nil {
-			r, g, b = uint32(v>>16)&0xff, uint32(v>>8)&0xff, uint32(v)&0xff
-		}
+	if len(s) != 7 || s[0] != '#' {
+		return nil
 	}
-	return &agentv1.Color{Red: r, Green: g, Blue: b}
+	v, err := strconv.ParseUint(s[1:], 16, 32)
+	if err != nil {
+		return nil
+	}
+	return &agentv1.Color{Red: uint32(v>>16) & 0xff, Green: uint32(v>>8) & 0xff, Blue: uint32(v) & 0xff}
 }

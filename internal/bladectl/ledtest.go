@@ -176,7 +176,7 @@ func (t *ledTest) run(ctx context.Context, blade string, c bladeClient) (result,
 				}
 				continue
 			}
-			ok, err := t.ask(fmt.Sprintf(" - is the %s LED %s? [y/n] ", name, col.name))
+			ok, err := t.ask(ctx, fmt.Sprintf(" - is the %s LED %s? [y/n] ", name, col.name))
 			if err != nil {
 				return result{}, err
 			}
@@ -210,10 +210,14 @@ func shownColour(st *agentv1.Status, name string) string {
 
 // ask reads yes or no; anything else asks again. No input left is an
 // error: a script must say --yes.
-func (t *ledTest) ask(q string) (bool, error) {
+func (t *ledTest) ask(ctx context.Context, q string) (bool, error) {
 	for {
 		fmt.Fprint(t.out, q)
-		line, err := t.in.ReadString('\n')
+		line, err := t.readLine(ctx)
+		if ctx.Err() != nil {
+			fmt.Fprintln(t.out)
+			return false, ctx.Err()
+		}
 		switch strings.ToLower(strings.TrimSpace(line)) {
 		case "y", "yes":
 			return true, nil
@@ -225,6 +229,29 @@ func (t *ledTest) ask(q string) (bool, error) {
 			return false, errors.New("no answer (input closed): run with --yes in scripts")
 		}
 		q = "please answer y or n: "
+	}
+}
+
+// readLine reads one answer, or gives up when ctx ends: a read from a
+// terminal does not return on ^C (the signal only cancels ctx), and the
+// person who pressed it expects the LEDs back at once, not after return.
+// The read is left behind on its goroutine; only the process's exit ends
+// it, and there is no next question to take its line.
+func (t *ledTest) readLine(ctx context.Context) (string, error) {
+	type answer struct {
+		line string
+		err  error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		line, err := t.in.ReadString('\n')
+		ch <- answer{line, err}
+	}()
+	select {
+	case a := <-ch:
+		return a.line, a.err
+	case <-ctx.Done():
+		return "", ctx.Err()
 	}
 }
 

@@ -115,7 +115,15 @@ func round1(p *float64) *float64 {
 
 func enumName(s, prefix string) string { return strings.ToLower(strings.TrimPrefix(s, prefix)) }
 
+// unknownColor is what a status without a readable colour shows.
+const unknownColor = "unknown"
+
+// hexColor prints c as #rrggbb; nil (a colour the status did not carry or
+// that could not be read) is unknown, never black.
 func hexColor(c *agentv1.Color) string {
+	if c == nil {
+		return unknownColor
+	}
 	return fmt.Sprintf("#%02x%02x%02x", c.GetRed(), c.GetGreen(), c.GetBlue())
 }
 

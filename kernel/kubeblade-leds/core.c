@@ -4,10 +4,12 @@
  * class devices, and its fan PWM as a PWM chip.
  *
  * The LEDs hang off GPIO18. On a CM4 (BCM2711) that pin's PWM function is
- * PWM0 channel 1, the very channel the fan on GPIO12 uses, so this driver
- * owns both: it serializes each frame through the channel and gives the fan
- * its duty back afterwards, and it exposes the fan as a pwm_chip for the
- * agent's sysfs PWM path. On a CM5 (BCM2712) the LEDs use RP1 PWM0 channel
+ * PWM0 channel 0 (SPEC's and Linux's numbering, the pin function PWM0_0;
+ * the datasheet's PWM chapter calls it channel 1: PWEN1, RNG1, DAT1), the
+ * very channel the fan on GPIO12 uses, so this driver owns both: it
+ * serializes each frame through the channel and gives the fan its duty
+ * back afterwards, and it exposes the fan as a pwm_chip for the agent's
+ * sysfs PWM path. On a CM5 (BCM2712) the LEDs use RP1 PWM0 channel
  * 2 and the fan channel 0, which is exposed the same way (mainline and
  * Talos have no RP1 PWM driver). The hardware is found from the SoC's
  * compatible string, so no devicetree overlay is needed.

@@ -2,7 +2,9 @@
 /*
  * kubeblade-leds: BCM2711 (Compute Module 4) hardware.
  *
- * PWM0 channel 1 drives the fan on GPIO12 (ALT0) in mark-space mode and,
+ * PWM0 channel 0 (SPEC's and Linux's numbering, the pin function PWM0_0;
+ * the datasheet's PWM chapter calls it channel 1, hence PWEN1, RNG1, DAT1
+ * and FIF1 below) drives the fan on GPIO12 (ALT0) in mark-space mode and,
  * for each frame, the LEDs on GPIO18 (ALT5) in serializer mode. GPIO18 is
  * on the PWM only while a frame is sent, so the fan's PWM never reaches
  * the LEDs. Registers: BCM2711 ARM Peripherals, PWM chapter; the PWM0 node

@@ -104,7 +104,8 @@ struct kbl_ops {
  *	(RP1, "period = RANGE + 1")
  * @trailing_words: low words after the data
  * @shared_channel: the fan and the LEDs share one PWM channel, so the fan
- *	is restored after every frame (BCM2711 PWM0 channel 1)
+ *	is restored after every frame (BCM2711 PWM0 channel 0, the
+ *	datasheet's channel 1: RNG1/DAT1)
  */
 struct kbl_soc {
 	const char *name;

@@ -43,6 +43,10 @@ type Deps struct {
 	GPIO gpio.Driver
 	// RegisterSleep is the register drivers' pause (default time.Sleep).
 	RegisterSleep func(time.Duration)
+	// RegisterNow is the clock that bounds feeding RP1's FIFO (default
+	// time.Now); tests pass the register model's, so a loaded machine
+	// does not turn into a timeout.
+	RegisterNow func() time.Time
 }
 
 // Open opens the backend cfg selects. "auto" means linux, or the register
@@ -183,7 +187,7 @@ func openOutputs(cfg agentconfigv1.LinuxHardwareConfig, soc string, deps Deps) (
 		out = d
 	case linux.SoCBCM2712:
 		var d *bcm2712.Driver
-		d, err = bcm2712.Open(bcm2712.Options{Mapper: m, Sleep: deps.RegisterSleep})
+		d, err = bcm2712.Open(bcm2712.Options{Mapper: m, Sleep: deps.RegisterSleep, Now: deps.RegisterNow})
 		out = d
 	default:
 		err = fmt.Errorf("no register backend for SoC %q", soc)

@@ -8,14 +8,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/hardware"
 	"github.com/kubeblade/kubeblade/internal/hardware/bcm2711"
 	"github.com/kubeblade/kubeblade/internal/hardware/bcm2711/bcm2711test"
+	"github.com/kubeblade/kubeblade/internal/hardware/bcm2712"
 	"github.com/kubeblade/kubeblade/internal/hardware/bcm2712/bcm2712test"
 	"github.com/kubeblade/kubeblade/internal/hardware/linux/gpio/gpiotest"
 	"github.com/kubeblade/kubeblade/internal/hardware/regs"
 	"github.com/kubeblade/kubeblade/internal/hardware/regs/regstest"
+	"github.com/kubeblade/kubeblade/internal/hardware/ws2812"
 )
 
 // TestAutoIsLinuxEvenOffBlade: auto never silently simulates; a machine
@@ -86,6 +90,7 @@ func TestBackendChoice(t *testing.T) {
 		soc      string
 		files    map[string]string
 		refuse   bool
+		clockOff bool   // RP1's PWM0 clock not started
 		want     string // Info.Backend
 		leds     bool
 		inDetail string
@@ -102,6 +107,10 @@ func TestBackendChoice(t *testing.T) {
 		"bcm2711 asked on Talos": {backend: "bcm2711", soc: "bcm2711", files: map[string]string{"proc/cmdline": "talos.platform=metal\n"}, want: "linux",
 			inDetail: "Talos has no /dev/mem"},
 		"bcm2711 asked, with kubeblade-leds too": {backend: "bcm2711", soc: "bcm2711", files: kernelLEDs, want: "bcm2711", leds: true},
+		"auto, CM5 with PWM0's clock off: linux says why": {backend: "auto", soc: "bcm2712", clockOff: true, want: "linux",
+			inDetail: "register backend bcm2712 not used: RP1 PWM0 clock unusable: it is not running"},
+		"bcm2712 asked, PWM0's clock off": {backend: "bcm2712", soc: "bcm2712", clockOff: true, want: "linux",
+			inDetail: "hardware.backend bcm2712 unavailable: RP1 PWM0 clock unusable"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := blade(t, tc.soc, tc.files)
@@ -119,6 +128,9 @@ func TestBackendChoice(t *testing.T) {
 			if tc.refuse {
 				deps.DevMem = refused
 			}
+			if tc.clockOff {
+				m12.SetPWMClock(0, 1, 0)
+			}
 			o, err := Open(t.Context(), agentconfigv1.HardwareConfig{Backend: tc.backend, Linux: cfg}, deps)
 			if err != nil {
 				t.Fatal(err)
@@ -134,8 +146,13 @@ func TestBackendChoice(t *testing.T) {
 			if !strings.Contains(info.Detail, tc.inDetail) {
 				t.Errorf("detail %q does not say %q", info.Detail, tc.inDetail)
 			}
-			if tc.want == "linux" && (len(m11.File.Log()) > 0 || len(m12.File.Log()) > 0) {
-				t.Errorf("registers touched although the linux backend was chosen:\n%s%s", regstest.Dump(m11.File.Log()), regstest.Dump(m12.File.Log()))
+			if tc.want == "linux" {
+				// Only reading the clock that ruled the registers out.
+				for _, a := range append(m11.File.Log(), m12.File.Log()...) {
+					if !tc.clockOff || a.Kind != regstest.Read || a.Block != bcm2712.BlockClocks {
+						t.Errorf("registers touched although the linux backend was chosen: %v", a)
+					}
+				}
 			}
 		})
 	}
@@ -174,5 +191,75 @@ func TestRegisterBackendDrivesTheBlade(t *testing.T) {
 	}
 	if len(m.Errors) > 0 {
 		t.Fatal(m.Errors)
+	}
+}
+
+// TestRP1RegisterBackendDrivesTheBlade: on a CM5 the agent-facing
+// interface reaches RP1's registers — a colour pair set becomes the FIFO
+// words a WS2812 decodes back to that pair, top first, and the fan gets its
+// own channel, which the LED frames leave alone.
+func TestRP1RegisterBackendDrivesTheBlade(t *testing.T) {
+	cfg := blade(t, "bcm2712", nil)
+	m := bcm2712test.New(16)
+	o, err := Open(t.Context(), agentconfigv1.HardwareConfig{Backend: "auto", Linux: cfg},
+		Deps{GPIO: gpiotest.NewDriver(), RegisterSleep: m.File.Sleep, RegisterNow: m.Now,
+			DevMem: func(string) (regs.Mapper, error) { return m.File, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := o.Backend
+	if info := b.Info(); info.Backend != "bcm2712" {
+		t.Fatalf("backend %q (detail %q), want bcm2712", info.Backend, info.Detail)
+	}
+	for _, c := range []hardware.Capability{hardware.CapLEDs, hardware.CapFan} {
+		if !b.Capabilities().Has(c) {
+			t.Errorf("no %s capability (detail %q)", c, b.Info().Detail)
+		}
+	}
+	if err := b.SetFanPercent(50); err != nil {
+		t.Fatal(err)
+	}
+	fan := m.Active
+	top, edge := hardware.Color{R: 0xff, G: 0x80, B: 0x01}, hardware.Color{R: 0x12, G: 0x34, B: 0x56}
+	if err := b.SetLED(hardware.LEDTop, top); err != nil {
+		t.Fatal(err)
+	}
+	m.Wire = nil // the frame that carries both colours is the next one
+	if err := b.SetLED(hardware.LEDEdge, edge); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Errors) > 0 {
+		t.Fatal(m.Errors)
+	}
+	var words []uint32
+	for _, s := range m.Wire {
+		if s.LEDFunc != bcm2712.FuncselLED || s.Ctrl&7 != bcm2712.ModeSerializer {
+			t.Fatalf("word %#x shifted out with GPIO18 on function %d, mode %d", s.Word, s.LEDFunc, s.Ctrl&7)
+		}
+		words = append(words, s.Word)
+	}
+	got, err := ws2812.Decode(bcm2712.Serializer, words)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]byte{top.R, top.G, top.B, edge.R, edge.G, edge.B}, got); d != "" {
+		t.Errorf("the LEDs read (-want +got):\n%s", d)
+	}
+
+	// The fan: channel 0 at 50 % of its 25 kHz period on GPIO12, before
+	// and after the frames.
+	if fan.Global&bcm2712.ChanEnable(bcm2712.ChanFan) == 0 || fan.Ctrl[bcm2712.ChanFan]&7 != bcm2712.ModeTrailingEdge ||
+		fan.Range[bcm2712.ChanFan] != bcm2712.FanPeriodTicks-1 || fan.Duty[bcm2712.ChanFan] != bcm2712.FanPeriodTicks/2 {
+		t.Errorf("fan channel after SetFanPercent(50): %+v", fan)
+	}
+	if f := m.File.Peek(bcm2712.BlockGPIO, bcm2712.GPIOCtrl(bcm2712.PinFan)) & bcm2712.FuncselMask; f != bcm2712.FuncselFan {
+		t.Errorf("GPIO12 on function %d, want the PWM's (%d)", f, bcm2712.FuncselFan)
+	}
+	if m.Active.Global&bcm2712.ChanEnable(bcm2712.ChanFan) == 0 || m.Active.Ctrl[bcm2712.ChanFan] != fan.Ctrl[bcm2712.ChanFan] ||
+		m.Active.Range[bcm2712.ChanFan] != fan.Range[bcm2712.ChanFan] || m.Active.Duty[bcm2712.ChanFan] != fan.Duty[bcm2712.ChanFan] {
+		t.Errorf("fan channel changed by the LED frames: %+v, was %+v", m.Active, fan)
+	}
+	if err := b.Close(); err != nil || !m.File.Closed() {
+		t.Fatalf("Close: %v, /dev/mem closed %v", err, m.File.Closed())
 	}
 }

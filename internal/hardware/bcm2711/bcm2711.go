@@ -3,7 +3,9 @@
 // did on Raspberry Pi OS: the kernel there has no driver for the LEDs.
 //
 // The fan (GPIO12, ALT0) and the LEDs (GPIO18, ALT5) are both PWM0 channel
-// 1, so the two cannot run at once. The PWM clock is set once to 54 MHz / 22
+// 0 (SPEC's and Linux's numbering, the pin function PWM0_0; the PWM
+// chapter calls it channel 1, hence RNG1, DAT1, PWEN1), so the two cannot
+// run at once. The PWM clock is set once to 54 MHz / 22
 // (≈ 2.45 MHz): the fan runs in mark-space mode at RNG 98 (25.0 kHz) and an
 // LED frame switches the channel to serializer mode, three sub-bits per
 // WS2812 bit, muxes GPIO18 to the PWM only while the frame is sent, and
@@ -56,7 +58,8 @@ const (
 	PinLED = 18
 )
 
-// PWM registers and CTL/STA bits (channel 1 is the one on GPIO12/18).
+// PWM registers and CTL/STA bits (the datasheet's channel 1, SPEC's PWM0
+// channel 0: the one on GPIO12/18).
 const (
 	RegCTL  = 0x00
 	RegSTA  = 0x04
@@ -122,7 +125,7 @@ type Options struct {
 	Order ws2812.Order
 }
 
-// Driver owns PWM0 channel 1, its clock, and the function of GPIO12 (once
+// Driver owns PWM0 channel 0 (RNG1/DAT1), its clock, and the function of GPIO12 (once
 // StartFan is called) and GPIO18.
 type Driver struct {
 	m     regs.Mapper
@@ -206,7 +209,7 @@ func (d *Driver) setFsel(pin int, fsel uint32) {
 	d.gpio.Write(RegGPFSEL1, v&^(0b111<<shift)|fsel<<shift)
 }
 
-// runFan puts channel 1 in mark-space mode with the current duty.
+// runFan puts the channel in mark-space mode with the current duty.
 func (d *Driver) runFan() {
 	d.pwmWrite(RegCTL, 0)
 	d.pwmWrite(RegRNG1, FanRange)

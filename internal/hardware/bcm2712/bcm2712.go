@@ -17,6 +17,11 @@
 // (rsta2/circle lib/sound/pwmsoundbasedevice-rp1.cpp: FIFO_CTRL at 0x04 with
 // LEVEL 4:0, FLUSH bit 5, FLUSH_DONE bit 6; DUTY_FIFO at 0x10; BIND bit 4,
 // USEFIFO bit 5). None of it has been run on a CM5 by this project.
+//
+// The 50 MHz is checked, not assumed: Open reads PWM0's clock from RP1's
+// clock controller and refuses unless it runs from the 50 MHz crystal
+// undivided (the agent then runs the linux backend, whose status names the
+// reason the LEDs are missing). See the clock constants for the sources.
 package bcm2712
 
 import (
@@ -30,18 +35,51 @@ import (
 	"github.com/kubeblade/kubeblade/internal/hardware/ws2812"
 )
 
-// Physical addresses: the RP1 BAR as the firmware places it.
+// Physical addresses: the RP1 BAR as the firmware places it. RP1's own
+// addresses are 0x40000000 + the same offsets (rp1.dtsi: gpio@d0000,
+// pwm@98000, clocks@18000).
 const (
-	RP1Base  = 0x1F00000000
-	GPIOBase = RP1Base + 0xD0000 // IO_BANK0: GPIO0–27
-	PWM0Base = RP1Base + 0x98000
+	RP1Base    = 0x1F00000000
+	ClocksBase = RP1Base + 0x18000 // the clock controller
+	GPIOBase   = RP1Base + 0xD0000 // IO_BANK0: GPIO0–27
+	PWM0Base   = RP1Base + 0x98000
 )
 
 // Block names as the register file knows them.
 const (
-	BlockGPIO = "rp1-gpio"
-	BlockPWM  = "rp1-pwm0"
+	BlockClocks = "rp1-clocks"
+	BlockGPIO   = "rp1-gpio"
+	BlockPWM    = "rp1-pwm0"
 )
+
+// PWM0's clock (CLK_PWM0) in the clock controller, as both RP1 clock
+// drivers define it: Raspberry Pi's drivers/clk/clk-rp1.c (raspberrypi/linux)
+// and mainline's (CLK_PWM0_OFFSET 0x74: CTRL, DIV_INT, DIV_FRAC, SEL at
+// +0, +4, +8, +0xc; CLK_CTRL_ENABLE BIT(11); CLK_CTRL_AUXSRC_MASK
+// GENMASK(9, 5); no standard parents, aux parents pll_audio_pri_ph,
+// pll_video_sec, xosc). Its rate is parent × 2^16 / (DIV_INT << 16 |
+// DIV_FRAC >> 16), a DIV_INT of 0 counting as 2^16 (rp1_clock_recalc_rate).
+// The crystal is 50 MHz (rp1.dtsi: "Must match the XOSC frequency" for
+// clk_slow_sys's 50000000), and rp1.dtsi's pwm@98000 asks for 50000000
+// (assigned-clock-rates), which only the crystal divided by 1 gives
+// exactly. But that node is disabled by default, so nothing may have
+// started the clock.
+const (
+	RegClkPWM0Ctrl    = 0x74
+	RegClkPWM0DivInt  = 0x78
+	RegClkPWM0DivFrac = 0x7c
+
+	ClkCtrlEnable      = 1 << 11
+	ClkCtrlAuxsrcShift = 5
+	ClkCtrlAuxsrcMask  = 0x1f << ClkCtrlAuxsrcShift
+	// ClkAuxsrcXOSC is the crystal's index among CLK_PWM0's aux sources.
+	ClkAuxsrcXOSC = 2
+	XOSCHz        = 50_000_000
+)
+
+// ErrClock is PWM0's clock not running at ClockHz: every fan period and
+// LED bit would come out at the wrong length.
+var ErrClock = errors.New("RP1 PWM0 clock unusable")
 
 // GPIO: each pin has STATUS at 8n and CTRL at 8n+4; FUNCSEL is CTRL 4:0.
 const (
@@ -136,7 +174,8 @@ type Driver struct {
 	closed bool
 }
 
-// Open maps RP1's GPIO bank 0 and PWM0.
+// Open maps RP1's GPIO bank 0 and PWM0, after checking (reading only)
+// that PWM0's clock runs at ClockHz.
 func Open(o Options) (*Driver, error) {
 	if o.Sleep == nil {
 		o.Sleep = time.Sleep
@@ -148,7 +187,13 @@ func Open(o Options) (*Driver, error) {
 		o.Order = ws2812.RGB
 	}
 	d := &Driver{m: o.Mapper, sleep: o.Sleep, now: o.Now, order: o.Order}
-	var err error
+	clocks, err := o.Mapper.Map(BlockClocks, ClocksBase, regs.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkClock(clocks); err != nil {
+		return nil, err
+	}
 	if d.gpio, err = o.Mapper.Map(BlockGPIO, GPIOBase, regs.PageSize); err != nil {
 		return nil, err
 	}
@@ -156,6 +201,31 @@ func Open(o Options) (*Driver, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// checkClock refuses a PWM0 clock that is off, or not the crystal
+// undivided. It does not start or set the clock: that is the kernel clock
+// driver's, which would not know about a change made behind its back. A
+// 50 MHz taken from pll_video_sec is refused too, since its rate depends
+// on PLL settings the display drivers own; refusing costs the LEDs, a
+// guessed rate would cost their colours and the fan's 25 kHz.
+func checkClock(c regs.Block) error {
+	ctrl := c.Read(RegClkPWM0Ctrl)
+	if ctrl&ClkCtrlEnable == 0 {
+		return fmt.Errorf("%w: it is not running (CLK_PWM0_CTRL %#x); Raspberry Pi's devicetree starts it at 50 MHz only for an enabled rp1_pwm0 node", ErrClock, ctrl)
+	}
+	if src := (ctrl & ClkCtrlAuxsrcMask) >> ClkCtrlAuxsrcShift; src != ClkAuxsrcXOSC {
+		return fmt.Errorf("%w: it runs from clock source %d, not the 50 MHz crystal (source %d), so its rate is unknown", ErrClock, src, ClkAuxsrcXOSC)
+	}
+	div := uint64(c.Read(RegClkPWM0DivInt))
+	if div == 0 {
+		div = 1 << 16
+	}
+	div = div<<16 | uint64(c.Read(RegClkPWM0DivFrac)>>16)
+	if hz := uint64(XOSCHz) << 16 / div; hz != ClockHz {
+		return fmt.Errorf("%w: it runs at %d Hz (the crystal divided by %.4f), not %d Hz", ErrClock, hz, float64(div)/(1<<16), ClockHz)
+	}
+	return nil
 }
 
 // Describe names what drives the LEDs.

@@ -3,6 +3,7 @@ package bcm2712_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -173,5 +174,46 @@ func TestDevMemRefused(t *testing.T) {
 	f.MapErr = fmt.Errorf("%w: mapping: operation not permitted", regs.ErrUnavailable)
 	if _, err := bcm2712.Open(bcm2712.Options{Mapper: f}); !errors.Is(err, regs.ErrUnavailable) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestPWMClock: Open reads CLK_PWM0 and refuses anything but the crystal
+// undivided, saying why, before it maps or writes anything else.
+func TestPWMClock(t *testing.T) {
+	const on, xosc = bcm2712.ClkCtrlEnable, bcm2712.ClkAuxsrcXOSC << bcm2712.ClkCtrlAuxsrcShift
+	for name, tc := range map[string]struct {
+		ctrl, divInt, divFrac uint32
+		want                  string // in the error; "" opens
+	}{
+		"on, crystal, divided by 1":        {ctrl: on | xosc, divInt: 1},
+		"other control bits are kept":      {ctrl: on | xosc | 1<<12, divInt: 1},
+		"off (rp1_pwm0 disabled)":          {ctrl: xosc, divInt: 1, want: "not running (CLK_PWM0_CTRL 0x40)"},
+		"reset value":                      {want: "not running"},
+		"from pll_audio_pri_ph":            {ctrl: on, divInt: 1, want: "clock source 0, not the 50 MHz crystal"},
+		"from pll_video_sec":               {ctrl: on | 1<<bcm2712.ClkCtrlAuxsrcShift, divInt: 2, want: "clock source 1"},
+		"crystal divided by 2":             {ctrl: on | xosc, divInt: 2, want: "25000000 Hz (the crystal divided by 2.0000), not 50000000 Hz"},
+		"crystal divided by 1.5":           {ctrl: on | xosc, divInt: 1, divFrac: 0x8000 << 16, want: "33333333 Hz"},
+		"a fraction below DIV_FRAC's 16th": {ctrl: on | xosc, divInt: 1, divFrac: 0xffff},
+		"DIV_INT 0 is 2^16":                {ctrl: on | xosc, divInt: 0, want: "762 Hz"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := newModel(16)
+			m.SetPWMClock(tc.ctrl, tc.divInt, tc.divFrac)
+			_, err := bcm2712.Open(bcm2712.Options{Mapper: m.File, Sleep: m.File.Sleep, Now: m.Now})
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, bcm2712.ErrClock) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrClock saying %q", err, tc.want)
+			}
+			for _, a := range m.File.Log() {
+				if a.Kind != regstest.Read || a.Block != bcm2712.BlockClocks {
+					t.Errorf("%v with an unusable clock", a)
+				}
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kubeblade/kubeblade/internal/hardware/bcm2712"
+	"github.com/kubeblade/kubeblade/internal/hardware/regs"
 	"github.com/kubeblade/kubeblade/internal/hardware/regs/regstest"
 )
 
@@ -43,10 +44,13 @@ type Model struct {
 	clock time.Time
 }
 
-// New returns a model with a FIFO of depth words.
+// New returns a model with a FIFO of depth words and PWM0's clock as
+// Raspberry Pi's kernel sets it for an enabled rp1_pwm0 node: on, from the
+// crystal, divided by 1 (50 MHz).
 func New(depth int) *Model {
 	m := &Model{File: regstest.New(), Depth: depth, clock: time.Unix(0, 0)}
 	f := m.File
+	m.SetPWMClock(bcm2712.ClkCtrlEnable|bcm2712.ClkAuxsrcXOSC<<bcm2712.ClkCtrlAuxsrcShift, 1, 0)
 	f.SetModel(bcm2712.BlockPWM, regstest.Model{
 		OnWrite: func(off, v uint32) (uint32, bool) {
 			switch off {
@@ -100,4 +104,15 @@ func New(depth int) *Model {
 func (m *Model) Now() time.Time {
 	m.clock = m.clock.Add(100 * time.Nanosecond)
 	return m.clock
+}
+
+// SetPWMClock sets CLK_PWM0's control, integer and fractional divider
+// registers (without recording accesses).
+func (m *Model) SetPWMClock(ctrl, divInt, divFrac uint32) {
+	if _, err := m.File.Map(bcm2712.BlockClocks, bcm2712.ClocksBase, regs.PageSize); err != nil {
+		panic(err)
+	}
+	m.File.Poke(bcm2712.BlockClocks, bcm2712.RegClkPWM0Ctrl, ctrl)
+	m.File.Poke(bcm2712.BlockClocks, bcm2712.RegClkPWM0DivInt, divInt)
+	m.File.Poke(bcm2712.BlockClocks, bcm2712.RegClkPWM0DivFrac, divFrac)
 }
