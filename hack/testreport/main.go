@@ -77,8 +77,23 @@ func load(dir string) (*report, error) {
 		return nil, err
 	}
 	defer f.Close()
-	r := &report{}
-	sc := bufio.NewScanner(f)
+	steps, err := parseSteps(f)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range steps {
+		if s.suite, err = loadSuite(dir, s.name); err != nil {
+			return nil, fmt.Errorf("step %s: %w", s.name, err)
+		}
+	}
+	return &report{steps: steps}, nil
+}
+
+// parseSteps reads steps.tsv: name, seconds and exit status, tab-separated,
+// one step per line; lines of another shape are not steps.
+func parseSteps(rd io.Reader) ([]*step, error) {
+	var steps []*step
+	sc := bufio.NewScanner(rd)
 	for sc.Scan() {
 		fields := strings.Split(sc.Text(), "\t")
 		if len(fields) != 3 {
@@ -86,13 +101,9 @@ func load(dir string) (*report, error) {
 		}
 		secs, _ := strconv.ParseFloat(fields[1], 64)
 		status, _ := strconv.Atoi(fields[2])
-		s := &step{name: fields[0], seconds: secs, status: status}
-		if s.suite, err = loadSuite(dir, s.name); err != nil {
-			return nil, fmt.Errorf("step %s: %w", s.name, err)
-		}
-		r.steps = append(r.steps, s)
+		steps = append(steps, &step{name: fields[0], seconds: secs, status: status})
 	}
-	return r, sc.Err()
+	return steps, sc.Err()
 }
 
 func loadSuite(dir, name string) (*suite, error) {
@@ -107,6 +118,11 @@ func loadSuite(dir, name string) (*suite, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseCounts(name, b)
+}
+
+// parseCounts reads a <name>.counts file: "passed=N failed=N skipped=N".
+func parseCounts(name string, b []byte) (*suite, error) {
 	s := &suite{skips: map[string]string{}}
 	for _, kv := range strings.Fields(string(b)) {
 		k, v, _ := strings.Cut(kv, "=")
@@ -208,6 +224,8 @@ func skipReason(b *strings.Builder) string {
 	return strings.Join(lines, " ")
 }
 
+// write prints the report to w and returns what makes the run fail, in the
+// order main prints it.
 func (r *report) write(w io.Writer) (problems []string) {
 	fmt.Fprintln(w, "make test: steps and suites")
 	fmt.Fprintf(w, "%-22s %9s %7s %7s %7s %8s\n", "step", "time", "tests", "passed", "failed", "skipped")
@@ -233,6 +251,11 @@ func (r *report) write(w io.Writer) (problems []string) {
 		}
 		for _, f := range s.suite.failures {
 			problems = append(problems, fmt.Sprintf("%s: %s failed", s.name, f))
+		}
+		// A counts file names no test, and its runner may exit 0 with
+		// failures: the count alone fails the run.
+		if n := s.suite.failed - len(s.suite.failures); n > 0 {
+			problems = append(problems, fmt.Sprintf("%s: tests failed: %d", s.name, n))
 		}
 		for _, pkg := range s.suite.allSkipped {
 			problems = append(problems, fmt.Sprintf("%s: package %s skipped every test it has", s.name, pkg))

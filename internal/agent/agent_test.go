@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/eventbus"
 	"github.com/kubeblade/kubeblade/internal/hardware"
 	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 var (
@@ -251,19 +253,17 @@ func TestWaitForIdentifyConfirm(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- h.a.WaitForIdentifyConfirm(ctx) }()
 	// Wait until the waiter is registered before pressing.
-	for registered := false; !registered; {
+	testwait.Eventually(t, 10*time.Second, "the confirmation waiter registered", func(context.Context) (bool, string) {
+		select {
+		case err := <-done:
+			t.Fatalf("returned before confirmation: %v", err)
+		default:
+		}
 		h.sync()
 		h.a.mu.RLock()
-		registered = len(h.a.confirmers) == 1
-		h.a.mu.RUnlock()
-		if !registered {
-			select {
-			case err := <-done:
-				t.Fatalf("returned before confirmation: %v", err)
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}
+		defer h.a.mu.RUnlock()
+		return len(h.a.confirmers) == 1, fmt.Sprintf("%d waiters", len(h.a.confirmers))
+	})
 	h.blade.PressButton()
 	h.sync()
 	select {

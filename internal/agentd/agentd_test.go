@@ -101,10 +101,10 @@ func TestDaemonServesMetricsAndSimulator(t *testing.T) {
 		t.Fatalf("daemon = %+v", r.d)
 	}
 	web := &http.Client{Timeout: 10 * time.Second}
-	// Readiness follows the loop; wait for the first event to be sure it runs.
-	for !r.d.Agent.Ready() {
-		waitEvent(t, r, core.ReasonStatusChanged, func() {})
-	}
+	// Readiness follows the loop's first pass.
+	testwait.Eventually(t, 30*time.Second, "the agent ready", func(context.Context) (bool, string) {
+		return r.d.Agent.Ready(), ""
+	})
 	for path, want := range map[string]string{
 		"/metrics": "kubeblade_agent_running 1",
 		"/healthz": "ok",

@@ -170,13 +170,17 @@ func TestForbiddenIsRetriedAWhile(t *testing.T) {
 			done := make(chan struct{})
 			go func() { defer close(done); s.run(ctx) }()
 			// The flusher retries on the fake clock until the write is sent
-			// or given up.
-			for s.pending() != 0 {
-				if clk.HasWaiters() {
-					clk.Step(10 * time.Second)
+			// or given up: each time it waits on the clock, move the clock
+			// past its backoff.
+			testwait.Eventually(t, 10*time.Second, "the queue sent or given up", func(context.Context) (bool, string) {
+				if n := s.pending(); n != 0 {
+					if clk.HasWaiters() {
+						clk.Step(10 * time.Second)
+					}
+					return false, fmt.Sprintf("%d pending", n)
 				}
-				time.Sleep(time.Millisecond)
-			}
+				return true, ""
+			})
 			if _, err := s.Create(context.Background(), event("second")); err != nil {
 				t.Fatal(err)
 			}

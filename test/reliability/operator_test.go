@@ -126,7 +126,7 @@ func TestEtcdRestart(t *testing.T) {
 	b.sim.PressButton()
 	b.sim.SetPower(hardware.PowerPoEOrUSBC)
 	testwait.Eventually(t, 10*time.Second, "identify on locally", func(context.Context) (bool, string) { return b.agent.Status().Identify, "" })
-	time.Sleep(downFor)
+	time.Sleep(downFor) // the outage itself: etcd stays down this long
 	if err := cp.startEtcd(); err != nil {
 		t.Fatal(err)
 	}

@@ -128,7 +128,13 @@ func TestOverPTY(t *testing.T) {
 	}
 
 	// The cut frame above looked like a restart, but with nothing asked
-	// for yet there was nothing to re-send.
+	// for yet there was nothing to re-send. The reader re-sends after it
+	// lets go of the frames: wait until it is done, or it would find the
+	// request below and send it a second time.
+	testwait.Eventually(t, waitTimeout, "the reader done with the frames above", func(context.Context) (bool, string) {
+		st := c.Stats()
+		return st.Handled == st.Frames, fmt.Sprintf("%+v", st)
+	})
 	if err := c.SetFanPercent(56); err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +239,12 @@ func TestDialBackoff(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	var gaps []time.Duration
 	last := <-dials
-	for len(gaps) < 6 {
+	// Backoff 1+2+4+8+8+8 s needs 31 one-second steps; many more means
+	// Run stopped dialling.
+	for steps := 0; len(gaps) < 6; steps++ {
+		if steps == 100 {
+			t.Fatalf("%d retries after %d s of backoff, want 6: %v", len(gaps), steps, gaps)
+		}
 		testwait.Eventually(t, waitTimeout, "Run to wait on the clock", func(context.Context) (bool, string) { return fc.HasWaiters(), "" })
 		fc.Step(time.Second)
 		select {

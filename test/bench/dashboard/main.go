@@ -162,11 +162,9 @@ func run() error {
 			return fmt.Errorf("LED change on %s never showed: %w", name, err)
 		}
 		lat = append(lat, time.Since(w))
-		time.Sleep(*window / time.Duration(*probes))
+		time.Sleep(*window / time.Duration(*probes)) // spreads the probes over the window
 	}
-	for time.Since(mStart) < *window {
-		time.Sleep(100 * time.Millisecond)
-	}
+	time.Sleep(time.Until(mStart.Add(*window))) // the rest of the measurement window
 	elapsed := time.Since(mStart)
 	srvAfter, err := cpuTicks([]int{srv.Process.Pid})
 	if err != nil {

@@ -2,6 +2,7 @@ package nodeenv
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 // The host side of the node: fixed names and addresses, so that a run can
@@ -411,21 +414,18 @@ func killProcesses(l *ledger) error {
 			_ = syscall.Kill(p.pid, syscall.SIGKILL)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	// The kernel reaps them in its own time: nothing to poll but /proc.
+	err := testwait.Poll(context.Background(), 30*time.Second, func(context.Context) (bool, string) {
 		left := processesOf(l)
-		if len(left) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("processes survive SIGKILL: %v", left)
-		}
 		for _, p := range left {
 			_ = syscall.Kill(p.pid, syscall.SIGKILL)
 		}
-		// Waiting for the kernel to reap them: nothing to poll but /proc.
-		time.Sleep(100 * time.Millisecond)
+		return len(left) == 0, fmt.Sprint(left)
+	})
+	if err != nil {
+		return fmt.Errorf("processes survive SIGKILL: %w", err)
 	}
+	return nil
 }
 
 // alive reports whether pid exists and is not a zombie (a zombie is dead;

@@ -1,0 +1,293 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	gocmp "github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/kubeblade/kubeblade/internal/testreq"
+)
+
+// stream renders test2json events, one a line, as go test -json writes
+// them: {action, package, test, output}.
+func stream(t *testing.T, events ...[4]string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, e := range events {
+		line, err := json.Marshal(event{Action: e[0], Package: e[1], Test: e[2], Output: e[3]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// prerequisiteSkip is the reason testreq.Unavailable gives in a plain run,
+// taken from testreq itself so the marker testreport looks for cannot drift
+// from the text tests print.
+func prerequisiteSkip(t *testing.T, reason string) string {
+	t.Helper()
+	t.Setenv(testreq.Env, "")
+	tb := &recordingTB{}
+	testreq.Unavailable(tb, "%s", reason)
+	if tb.skipped == "" {
+		t.Fatal("testreq.Unavailable did not skip outside required mode")
+	}
+	return tb.skipped
+}
+
+// recordingTB records the Skip testreq makes instead of ending a test.
+type recordingTB struct {
+	testing.TB
+	skipped string
+}
+
+func (r *recordingTB) Helper()          {}
+func (r *recordingTB) Skip(args ...any) { r.skipped = fmt.Sprint(args...) }
+func (r *recordingTB) Fatalf(format string, args ...any) {
+	panic("testreq failed the test outside required mode: " + fmt.Sprintf(format, args...))
+}
+
+func TestPrerequisiteMarkerIsWhatTestreqPrints(t *testing.T) {
+	if got := prerequisiteSkip(t, "no control plane"); !strings.HasPrefix(got, prerequisiteMarker) {
+		t.Fatalf("testreq skips with %q, which does not start with testreport's marker %q", got, prerequisiteMarker)
+	}
+}
+
+var allowSuite = gocmp.Options{gocmp.AllowUnexported(suite{}), cmpopts.EquateEmpty()}
+
+func TestParseTest2JSON(t *testing.T) {
+	prereq := prerequisiteSkip(t, "no control plane")
+	for name, tc := range map[string]struct {
+		in   string
+		want suite
+	}{
+		"a passing suite": {
+			in: stream(t,
+				[4]string{"run", "p/a", "TestOne", ""},
+				[4]string{"output", "p/a", "TestOne", "=== RUN   TestOne\n"},
+				[4]string{"pass", "p/a", "TestOne", ""},
+				[4]string{"run", "p/b", "TestTwo", ""},
+				[4]string{"pass", "p/b", "TestTwo", ""},
+				[4]string{"pass", "p/a", "", ""},
+				[4]string{"pass", "p/b", "", ""},
+			),
+			want: suite{passed: 2},
+		},
+		"a failed test": {
+			in: stream(t,
+				[4]string{"pass", "p/a", "TestOne", ""},
+				[4]string{"output", "p/a", "TestBad", "    a_test.go:9: boom\n"},
+				[4]string{"fail", "p/a", "TestBad", ""},
+				[4]string{"fail", "p/a", "", ""},
+			),
+			want: suite{passed: 1, failed: 1, failures: []string{"p/a TestBad"}},
+		},
+		"a prerequisite skip next to a passing test": {
+			in: stream(t,
+				[4]string{"pass", "p/a", "TestOne", ""},
+				[4]string{"output", "p/a", "TestEnv", "=== RUN   TestEnv\n"},
+				[4]string{"output", "p/a", "TestEnv", "    env_test.go:20: " + prereq + "\n"},
+				[4]string{"output", "p/a", "TestEnv", "--- SKIP: TestEnv (0.00s)\n"},
+				[4]string{"skip", "p/a", "TestEnv", ""},
+			),
+			want: suite{passed: 1, skipped: 1, skips: map[string]string{"p/a TestEnv": "env_test.go:20: " + prereq}},
+		},
+		"a package whose every test skipped": {
+			in: stream(t,
+				[4]string{"pass", "p/a", "TestOne", ""},
+				[4]string{"output", "p/b", "TestShort", "    b_test.go:5: -short\n"},
+				[4]string{"skip", "p/b", "TestShort", ""},
+				[4]string{"skip", "p/b", "TestQuiet", ""},
+				[4]string{"skip", "p/b", "", ""},
+			),
+			want: suite{passed: 1, skipped: 2, allSkipped: []string{"p/b"},
+				skips: map[string]string{"p/b TestShort": "b_test.go:5: -short", "p/b TestQuiet": ""}},
+		},
+		"a suite that ran nothing": {
+			in:   "",
+			want: suite{},
+		},
+		"package-level results and build output are not tests": {
+			in: "# p/c\nc.go:1: syntax error\n" + stream(t,
+				[4]string{"output", "p/c", "", "FAIL\tp/c [build failed]\n"},
+				[4]string{"fail", "p/c", "", ""},
+				[4]string{"skip", "p/d", "", ""},
+			),
+			want: suite{},
+		},
+		"a subtest counts as a test of its own": {
+			in: stream(t,
+				[4]string{"pass", "p/a", "TestT/one", ""},
+				[4]string{"fail", "p/a", "TestT/two", ""},
+				[4]string{"fail", "p/a", "TestT", ""},
+			),
+			want: suite{passed: 1, failed: 2, failures: []string{"p/a TestT/two", "p/a TestT"}},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := parseTest2JSON(strings.NewReader(tc.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := gocmp.Diff(&tc.want, got, allowSuite); diff != "" {
+				t.Errorf("suite (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseSteps(t *testing.T) {
+	for name, tc := range map[string]struct {
+		in   string
+		want []*step
+	}{
+		"passing and failed steps": {
+			in:   "vet\t5.2\t0\nunit\t100.4\t1\n",
+			want: []*step{{name: "vet", seconds: 5.2}, {name: "unit", seconds: 100.4, status: 1}},
+		},
+		"lines of another shape are not steps": {
+			in:   "\nvet 5.2 0\nunit\t1\t0\textra\ne2e\t3\t2\n",
+			want: []*step{{name: "e2e", seconds: 3, status: 2}},
+		},
+		"no steps": {in: "", want: nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := parseSteps(strings.NewReader(tc.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := gocmp.Diff(tc.want, got, gocmp.AllowUnexported(step{})); diff != "" {
+				t.Errorf("steps (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseCounts(t *testing.T) {
+	for name, tc := range map[string]struct {
+		in      string
+		want    *suite
+		wantErr string
+	}{
+		"all three":         {in: "passed=10 failed=1 skipped=2\n", want: &suite{passed: 10, failed: 1, skipped: 2}},
+		"in any order":      {in: "skipped=0\npassed=3", want: &suite{passed: 3}},
+		"empty":             {in: "", want: &suite{}},
+		"not a number":      {in: "passed=many", wantErr: `kunit.counts: "passed=many" is not key=number`},
+		"not key=number":    {in: "passed", wantErr: `kunit.counts: "passed" is not key=number`},
+		"an unknown result": {in: "passed=1 flaky=2", wantErr: `kunit.counts: unknown key "flaky"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := parseCounts("kunit", []byte(tc.in))
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := gocmp.Diff(tc.want, got, allowSuite); diff != "" {
+				t.Errorf("suite (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestProblems(t *testing.T) {
+	prereq := prerequisiteSkip(t, "no control plane")
+	for name, tc := range map[string]struct {
+		steps []*step
+		want  []string
+	}{
+		"a passing run": {
+			steps: []*step{
+				{name: "vet", seconds: 5},
+				{name: "unit", seconds: 60, suite: &suite{passed: 3, skipped: 1, skips: map[string]string{"p/a TestShort": "-short"}}},
+			},
+		},
+		"a failed step": {
+			steps: []*step{{name: "vet", seconds: 5, status: 2}},
+			want:  []string{"step vet exited with status 2"},
+		},
+		"a failed test": {
+			steps: []*step{{name: "unit", status: 1, suite: &suite{passed: 1, failed: 1, failures: []string{"p/a TestBad"}}}},
+			want:  []string{"step unit exited with status 1", "unit: p/a TestBad failed"},
+		},
+		"a prerequisite skip, which make test requires": {
+			steps: []*step{{name: "unit", suite: &suite{passed: 1, skipped: 1, skips: map[string]string{"p/a TestEnv": "env_test.go:20: " + prereq}}}},
+			want:  []string{"unit: p/a TestEnv skipped for a missing prerequisite, which make test requires"},
+		},
+		"a package whose every test skipped": {
+			steps: []*step{{name: "unit", suite: &suite{passed: 1, skipped: 1, allSkipped: []string{"p/b"},
+				skips: map[string]string{"p/b TestShort": "-short"}}}},
+			want: []string{"unit: package p/b skipped every test it has"},
+		},
+		"a suite that ran nothing": {
+			steps: []*step{{name: "e2e", suite: &suite{}}},
+			want:  []string{"suite e2e passed no test: a required suite must run"},
+		},
+		"a suite that ran nothing and failed is reported once, as a failed step": {
+			steps: []*step{{name: "e2e", status: 1, suite: &suite{}}},
+			want:  []string{"step e2e exited with status 1"},
+		},
+		"a counts suite with failures": {
+			steps: []*step{{name: "kunit", suite: &suite{passed: 10, failed: 1}}},
+			want:  []string{"kunit: tests failed: 1"},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := (&report{steps: tc.steps}).write(io.Discard)
+			if diff := gocmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestReportOfARun reads a recorded run (every kind of step: no suite, a
+// test2json stream, an empty stream, a counts file, failed steps) and
+// compares the table with the one make test printed for it.
+func TestReportOfARun(t *testing.T) {
+	r, err := load("testdata/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	problems := r.write(&out)
+	want, err := os.ReadFile("testdata/run.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := gocmp.Diff(string(want), out.String()); diff != "" {
+		t.Errorf("report (-want +got):\n%s", diff)
+	}
+	wantProblems := []string{
+		"step unit exited with status 1",
+		"unit: example/a TestBad failed",
+		"unit: package example/b skipped every test it has",
+		"unit: example/a TestNeedsAPI skipped for a missing prerequisite, which make test requires",
+		"suite e2e passed no test: a required suite must run",
+		"kmod-arm64: tests failed: 1",
+		"step dkms exited with status 2",
+	}
+	if diff := gocmp.Diff(wantProblems, problems); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+}
+
+func TestLoadWithoutSteps(t *testing.T) {
+	if _, err := load(t.TempDir()); !os.IsNotExist(err) {
+		t.Fatalf("load of a directory without steps.tsv = %v, want not-exist", err)
+	}
+}
