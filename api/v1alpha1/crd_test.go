@@ -182,6 +182,7 @@ func TestBladeConfigValidation(t *testing.T) {
 // TestHysteresisAtLeastOne sends hysteresisCelsius as JSON: the typed
 // client would drop a 0 (omitempty) and the API server default it to 5.
 func TestHysteresisAtLeastOne(t *testing.T) {
+	testenv.Need(t)
 	for _, tc := range []struct {
 		hysteresis int64
 		want       string
