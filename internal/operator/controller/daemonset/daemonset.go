@@ -48,6 +48,11 @@ const (
 	// no PriorityClass; the DaemonSet runs the agents with the default
 	// class instead, since the API server would refuse their pods.
 	ReasonPriorityClassNotFound = "PriorityClassNotFound"
+	// ReasonNoProbes: spec.agent.metrics.bindAddress gives the kubelet no
+	// fixed port to probe (port 0, which only tests use; the API server
+	// refuses "0" in a BladeConfig), so the agents run without liveness
+	// and readiness probes.
+	ReasonNoProbes = "NoProbes"
 )
 
 // +kubebuilder:rbac:groups=kubeblade.io,resources=bladeconfigs,verbs=get;list;watch
@@ -163,6 +168,11 @@ func (r *Reconciler) reconcile(ctx context.Context, bc *kbv1.BladeConfig) error 
 				r.Defaults.Namespace, agentdaemonset.Name(bc.Name), noPriorityClass)
 		default:
 			r.Recorder.Eventf(bc, nil, corev1.EventTypeNormal, ReasonDaemonSetApplied, "Apply", "Applied DaemonSet %s/%s", r.Defaults.Namespace, agentdaemonset.Name(bc.Name))
+		}
+		if live, _ := agentdaemonset.Probes(bc.Spec.Agent.Metrics.BindAddress); live == nil {
+			r.Recorder.Eventf(bc, nil, corev1.EventTypeWarning, ReasonNoProbes, "Apply",
+				"Applied DaemonSet %s/%s without liveness and readiness probes: spec.agent.metrics.bindAddress %q has no fixed port to probe, so a stalled agent is not restarted",
+				r.Defaults.Namespace, agentdaemonset.Name(bc.Name), bc.Spec.Agent.Metrics.BindAddress)
 		}
 	}
 	return nil

@@ -251,6 +251,22 @@ func TestMissingPriorityClassRunsTheDefault(t *testing.T) {
 	})
 }
 
+// TestNoProbesIsAWarning: a metrics address the kubelet cannot probe (port
+// 0) gives agents without probes, which a Warning Event says.
+func TestNoProbesIsAWarning(t *testing.T) {
+	e := suite.Need(t)
+	bc := optest.Config("ds-noprobes", 0, map[string]string{"kbtest": "ds-noprobes"})
+	bc.Spec.Agent.Metrics.BindAddress = "127.0.0.1:0"
+	e.CreateAll(t, bc)
+	ds := waitDS(t, e, "ds-noprobes", "created", exists)
+	if c := ds.Spec.Template.Spec.Containers[0]; c.LivenessProbe != nil || c.ReadinessProbe != nil {
+		t.Errorf("probes %+v %+v on port 0", c.LivenessProbe, c.ReadinessProbe)
+	}
+	if note := e.WaitEvent(t, "BladeConfig", "ds-noprobes", daemonset.ReasonNoProbes); !strings.Contains(note, `"127.0.0.1:0" has no fixed port to probe`) {
+		t.Errorf("event %q does not name the address", note)
+	}
+}
+
 // A BladeConfig whose name cannot be a label value can select no Node and
 // gets no DaemonSet.
 func TestUnlabellableNameGetsNoDaemonSet(t *testing.T) {
