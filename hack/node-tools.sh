@@ -5,8 +5,8 @@
 # hack/k8s-tools.sh, so the Go build cache is shared), containerd with ctr and
 # the runc shim (hack/tools/containerd), the CNI plugins bridge, host-local,
 # loopback and portmap (hack/tools/cni) and a pause image (test/kubelet/pause).
-# Everything comes from the Go module proxy; runc and iptables are Debian's
-# and installed with apt-get when missing.
+# Everything comes from the Go module proxy; runc, iptables and iproute2 are
+# Debian's and installed with apt-get when missing.
 #
 # Each artefact is cached under ${XDG_CACHE_HOME:-$HOME/.cache}/kubeblade/
 # in a directory named after its version (the pause image: a hash of its
@@ -47,11 +47,14 @@ build() {
   exec 9>&-
 }
 
-# Debian's runc (the OCI runtime containerd's shim runs) and iptables (the
-# kubelet's and the CNI plugins' rules).
+# Debian's runc (the OCI runtime containerd's shim runs), iptables (the
+# kubelet's and the CNI plugins' rules) and iproute2 (`ip`, with which the
+# suite sets up the node's bridge and service route): what
+# test/kubelet/internal/nodeenv.Preflight requires.
 missing=()
 command -v runc >/dev/null || missing+=(runc)
 command -v iptables >/dev/null || missing+=(iptables)
+command -v ip >/dev/null || missing+=(iproute2)
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]} with apt-get"
   if [ "$(id -u)" != 0 ]; then log "not root: install ${missing[*]} yourself"; exit 1; fi

@@ -102,6 +102,10 @@ type BladeConfigSpec struct {
 	// +optional
 	Priority int32 `json:"priority,omitempty"`
 	// Agent is the agents' configuration, applied live without restarts.
+	// Its metrics endpoint cannot be disabled here: the agent DaemonSet's
+	// liveness and readiness probes use it (bind it to 127.0.0.1:9666 to
+	// keep it off the network).
+	// +kubebuilder:validation:XValidation:rule="!has(self.metrics) || !has(self.metrics.bindAddress) || self.metrics.bindAddress != '0'",message="metrics.bindAddress cannot be \"0\" in a BladeConfig: the agent DaemonSet's liveness and readiness probes use that endpoint; bind it to 127.0.0.1:9666 to keep it off the network"
 	// +optional
 	Agent agentconfigv1.AgentConfig `json:"agent,omitempty"`
 	// DaemonSet shapes the agent DaemonSet.

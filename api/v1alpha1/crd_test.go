@@ -153,6 +153,30 @@ func TestBladeConfigValidation(t *testing.T) {
 		"valid images": {func(s *v1alpha1.BladeConfigSpec) {
 			s.DaemonSet.Image = "registry.local:5000/mirror/kubeblade:v0.1.0-rc.1@sha256:" + strings.Repeat("0123456789abcdef", 4)
 		}, ""},
+		"metrics address without a port": {func(s *v1alpha1.BladeConfigSpec) {
+			s.Agent.Metrics.BindAddress = "127.0.0.1"
+		}, "bindAddress must be host:port"},
+		"metrics address port out of range": {func(s *v1alpha1.BladeConfigSpec) {
+			s.Agent.Metrics.BindAddress = ":65536"
+		}, "bindAddress must be host:port"},
+		"metrics address a url": {func(s *v1alpha1.BladeConfigSpec) {
+			s.Agent.Metrics.BindAddress = "http://0.0.0.0:9666"
+		}, "bindAddress must be host:port"},
+		"metrics address unbracketed ipv6": {func(s *v1alpha1.BladeConfigSpec) {
+			s.Agent.Metrics.BindAddress = "::1:9666"
+		}, "bindAddress must be host:port"},
+		"metrics disabled": {func(s *v1alpha1.BladeConfigSpec) {
+			s.Agent.Metrics.BindAddress = "0"
+		}, `metrics.bindAddress cannot be "0" in a BladeConfig`},
+		"valid metrics addresses": {func(s *v1alpha1.BladeConfigSpec) {
+			s.Agent.Metrics.BindAddress = "[::1]:9666"
+		}, ""},
+		"metrics address loopback": {func(s *v1alpha1.BladeConfigSpec) {
+			s.Agent.Metrics.BindAddress = "127.0.0.1:9666"
+		}, ""},
+		"metrics address every interface": {func(s *v1alpha1.BladeConfigSpec) {
+			s.Agent.Metrics.BindAddress = ":9100"
+		}, ""},
 		"too many steps": {func(s *v1alpha1.BladeConfigSpec) {
 			for i := 0; i < 17; i++ {
 				s.Agent.FanCurve = append(s.Agent.FanCurve, agentconfigv1.FanCurveStep{TemperatureCelsius: int32(i), Percent: 50})
@@ -182,6 +206,7 @@ func TestBladeConfigValidation(t *testing.T) {
 // TestHysteresisAtLeastOne sends hysteresisCelsius as JSON: the typed
 // client would drop a 0 (omitempty) and the API server default it to 5.
 func TestHysteresisAtLeastOne(t *testing.T) {
+	testenv.Need(t)
 	for _, tc := range []struct {
 		hysteresis int64
 		want       string

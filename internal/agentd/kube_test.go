@@ -5,8 +5,10 @@ package agentd
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,4 +98,51 @@ func TestKubernetesModeStartsWithTheAssignedBladeConfig(t *testing.T) {
 		}
 		return bl.Status.Config != nil && bl.Status.Config.Name == "boot", fmt.Sprintf("%+v", bl.Status.Config)
 	})
+}
+
+// TestKubernetesModeIsNotReadyUntilTheAssignedBladeConfigIsApplied: an
+// agent whose Node names a BladeConfig it cannot read yet protects the blade
+// with its local config but stays unready, so a rollout does not count it
+// as done before it runs the cluster's config; it turns ready once the
+// BladeConfig appears and is applied.
+func TestKubernetesModeIsNotReadyUntilTheAssignedBladeConfigIsApplied(t *testing.T) {
+	testenv.Need(t)
+	ctx := context.Background()
+	s := runtime.NewScheme()
+	_ = corev1.AddToScheme(s)
+	_ = v1alpha1.AddToScheme(s)
+	c, err := client.New(env.Config, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "late-blade", Labels: map[string]string{v1alpha1.LabelConfig: "late"}}}
+	if err := c.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	r := startDaemon(t, "", func(o *Options) {
+		o.Kubernetes = &KubernetesOptions{Config: env.Config, NodeName: "late-blade"}
+	})
+	web := &http.Client{Timeout: 10 * time.Second}
+	readyz := "http://" + r.d.MetricsAddr + "/readyz?verbose"
+	testwait.Eventually(t, 30*time.Second, "the hardware loop to run", func(context.Context) (bool, string) {
+		_, body := httpGet(t, web, readyz)
+		return strings.Contains(body, "[+] hardware ok"), body
+	})
+	if code, body := httpGet(t, web, readyz); code != http.StatusServiceUnavailable || !strings.Contains(body, "[-] config failed: no config from the cluster applied yet") {
+		t.Fatalf("/readyz with the BladeConfig missing = %d %q, want 503 naming the config", code, body)
+	}
+
+	bc := &v1alpha1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: "late"}}
+	bc.Spec.Agent.CriticalCelsius = 72
+	bc.Spec.Agent.Hardware.Backend = agentconfigv1.BackendSimulated
+	if err := c.Create(ctx, bc); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, 30*time.Second, "/readyz to pass once the BladeConfig is applied", func(context.Context) (bool, string) {
+		code, body := httpGet(t, web, readyz)
+		return code == http.StatusOK, body
+	})
+	if got := r.d.Agent.Status().Settings.CriticalCelsius; got != 72 {
+		t.Fatalf("agent threshold once ready = %v, want the BladeConfig's 72", got)
+	}
 }

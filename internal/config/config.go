@@ -400,6 +400,9 @@ func Validate(cfg agentconfigv1.AgentConfig) error {
 	if cfg.GRPC.SocketPath == "" {
 		add("grpc.socketPath: must not be empty")
 	}
+	if err := ValidateMetricsAddress(cfg.Metrics.BindAddress); err != nil {
+		add("metrics.bindAddress: %v", err)
+	}
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	if len(errs) == 0 {
 		return nil
@@ -418,6 +421,22 @@ func ValidateBindAddress(s string) error {
 		return fmt.Errorf("%q is not an IP address (no port, no host name; empty binds every interface)", s)
 	}
 	return nil
+}
+
+// metricsAddress is the CRD's rule for metrics.bindAddress (its
+// XValidation in api/agentconfig/v1alpha1): host:port, the host empty, an
+// IPv4 address or host name, or a bracketed IPv6 address, the port 0–65535.
+var metricsAddress = regexp.MustCompile(`^(\[[0-9A-Fa-f:.]+\]|[0-9A-Za-z.-]*):([0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$`)
+
+// ValidateMetricsAddress accepts what the CRD accepts for
+// metrics.bindAddress: empty (the default), "0" (disabled) or host:port. A
+// typo would otherwise only show when the listener fails, and in a
+// BladeConfig as an agent DaemonSet without probes.
+func ValidateMetricsAddress(s string) error {
+	if s == "" || s == "0" || metricsAddress.MatchString(s) {
+		return nil
+	}
+	return fmt.Errorf(`%q is not host:port (e.g. ":9666", "127.0.0.1:9666" or "[::1]:9666", port 0–65535), nor "0" to disable`, s)
 }
 
 // Checked is an agent config that passed Validate and the agent core's

@@ -152,9 +152,14 @@ func TestLoadRejects(t *testing.T) {
 			`grpc.remote.bindAddress: "10.0.0.5:8081" is not an IP address`},
 		"bind address with a zone":      {"grpc:\n  remote:\n    bindAddress: fe80::1%eth0", nil, "is not an IP address"},
 		"bind address IPv4-mapped IPv6": {"grpc:\n  remote:\n    bindAddress: \"::ffff:10.0.0.5\"", nil, "is not an IP address"},
-		"peer lost percent":             {"fanPeerLostPercent: 120", nil, "fanPeerLostPercent: 120 is outside 0–100"},
-		"bad maintenance colour":        {"leds:\n  maintenanceColor: amber", nil, `leds.maintenanceColor: "amber" is not a colour`},
-		"env bad attention colour":      {"", []string{"KUBEBLADE_LEDS_NODE_ATTENTION_COLOR=yellow"}, `leds.nodeAttentionColor: "yellow" is not a colour`},
+		"metrics address without a port": {"metrics:\n  bindAddress: 127.0.0.1", nil,
+			`metrics.bindAddress: "127.0.0.1" is not host:port`},
+		"metrics address port too high":  {"metrics:\n  bindAddress: \":96660\"", nil, `metrics.bindAddress: ":96660" is not host:port`},
+		"metrics address a URL":          {"", []string{"KUBEBLADE_METRICS_BIND_ADDRESS=http://0.0.0.0:9666"}, `metrics.bindAddress: "http://0.0.0.0:9666" is not host:port`},
+		"metrics address v6 unbracketed": {"metrics:\n  bindAddress: \"::1:9666\"", nil, `metrics.bindAddress: "::1:9666" is not host:port`},
+		"peer lost percent":              {"fanPeerLostPercent: 120", nil, "fanPeerLostPercent: 120 is outside 0–100"},
+		"bad maintenance colour":         {"leds:\n  maintenanceColor: amber", nil, `leds.maintenanceColor: "amber" is not a colour`},
+		"env bad attention colour":       {"", []string{"KUBEBLADE_LEDS_NODE_ATTENTION_COLOR=yellow"}, `leds.nodeAttentionColor: "yellow" is not a colour`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -253,6 +258,16 @@ func TestBindAddress(t *testing.T) {
 		}
 		if cfg.GRPC.Remote.BindAddress != addr {
 			t.Errorf("%q: loaded %q", addr, cfg.GRPC.Remote.BindAddress)
+		}
+	}
+}
+
+// TestMetricsAddressAccepts what the CRD's rule accepts, so a value the
+// API server let through never fails the agent's own check.
+func TestMetricsAddressAccepts(t *testing.T) {
+	for _, addr := range []string{"", "0", ":9666", "0.0.0.0:9666", "127.0.0.1:0", "192.0.2.10:65535", "[::]:9100", "[::1]:9666", "localhost:9666"} {
+		if err := ValidateMetricsAddress(addr); err != nil {
+			t.Errorf("ValidateMetricsAddress(%q) = %v", addr, err)
 		}
 	}
 }

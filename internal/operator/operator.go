@@ -162,6 +162,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	if err := wrap(status.ControllerName, (&status.Reconciler{
 		Client: c, Recorder: rec, Clock: o.Clock, Namespace: o.Namespace, Images: o.AgentImages, Outcome: applied,
+		DefaultPriorityClass: o.DaemonSet.PriorityClassName,
 	}).SetupWithManager(ctx, mgr)); err != nil {
 		return err
 	}

@@ -161,6 +161,12 @@ func TestBadBladeConfigs(t *testing.T) {
 				s.Agent.FanCurve = append(s.Agent.FanCurve, agentconfigv1.FanCurveStep{TemperatureCelsius: int32(i), Percent: 50})
 			}
 		}, "must have at most 16 items"},
+		"metrics address without a port": {func(s *kbv1.BladeConfigSpec) { s.Agent.Metrics.BindAddress = "0.0.0.0" },
+			"bindAddress must be host:port"},
+		"metrics address port out of range": {func(s *kbv1.BladeConfigSpec) { s.Agent.Metrics.BindAddress = "127.0.0.1:99999" },
+			"bindAddress must be host:port"},
+		"metrics disabled": {func(s *kbv1.BladeConfigSpec) { s.Agent.Metrics.BindAddress = "0" },
+			`metrics.bindAddress cannot be "0" in a BladeConfig`},
 	}
 	ctx := context.Background()
 	good := &kbv1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: "rel-valid"}}

@@ -305,8 +305,13 @@ type RemoteGRPCConfig struct {
 
 // MetricsConfig configures the Prometheus endpoint.
 type MetricsConfig struct {
-	// BindAddress serves /metrics, /healthz and /readyz (default :9666;
-	// "0" disables it).
+	// BindAddress serves /metrics, /healthz and /readyz: host:port with
+	// the host empty (every interface), an IPv4 address, a bracketed IPv6
+	// address or a host name, and the port 0–65535 (0: any free port, for
+	// tests). Default :9666; "0" disables the endpoint (not in a
+	// BladeConfig: the agent DaemonSet's probes use it).
+	// +kubebuilder:validation:MaxLength=261
+	// +kubebuilder:validation:XValidation:rule="self == '0' || self.matches(r'^(\\[[0-9A-Fa-f:.]+\\]|[0-9A-Za-z.-]*):([0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$')",message="bindAddress must be host:port (e.g. \":9666\", \"127.0.0.1:9666\" or \"[::1]:9666\", port 0–65535) or \"0\" to disable"
 	// +optional
 	BindAddress string `json:"bindAddress,omitempty"`
 }

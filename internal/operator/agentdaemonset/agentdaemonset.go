@@ -248,7 +248,9 @@ const (
 // (default config.DefaultMetricsAddress). The agent uses the host network,
 // so the kubelet probes it from the host: a wildcard bind is probed on
 // 127.0.0.1, a specific address on that address. With the endpoint
-// disabled ("0") or unparsable there is nothing to probe and both are nil.
+// disabled ("0", which the CRD refuses in a BladeConfig), on port 0 (any
+// free port: tests) or unparsable (the CRD refuses that too) there is
+// nothing to probe and both are nil; the daemonset controller then warns.
 func Probes(bindAddress string) (live, ready *corev1ac.ProbeApplyConfiguration) {
 	if bindAddress == "" {
 		bindAddress = config.DefaultMetricsAddress

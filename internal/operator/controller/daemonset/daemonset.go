@@ -18,6 +18,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -25,6 +27,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/operator/agentdaemonset"
 	"github.com/kubeblade/kubeblade/internal/operator/imagepolicy"
 	"github.com/kubeblade/kubeblade/internal/operator/outcome"
+	"github.com/kubeblade/kubeblade/internal/operator/priorityclass"
 )
 
 const (
@@ -41,6 +44,15 @@ const (
 	// ReasonImageNotAllowed: spec.daemonSet.image is not from an allowed
 	// repository; the DaemonSet runs the operator's own agent image.
 	ReasonImageNotAllowed = "ImageNotAllowed"
+	// ReasonPriorityClassNotFound: spec.daemonSet.priorityClassName names
+	// no PriorityClass; the DaemonSet runs the agents with the default
+	// class instead, since the API server would refuse their pods.
+	ReasonPriorityClassNotFound = "PriorityClassNotFound"
+	// ReasonNoProbes: spec.agent.metrics.bindAddress gives the kubelet no
+	// fixed port to probe (port 0, which only tests use; the API server
+	// refuses "0" in a BladeConfig), so the agents run without liveness
+	// and readiness probes.
+	ReasonNoProbes = "NoProbes"
 )
 
 // +kubebuilder:rbac:groups=kubeblade.io,resources=bladeconfigs,verbs=get;list;watch
@@ -70,14 +82,17 @@ type Reconciler struct {
 }
 
 // SetupWithManager registers the controller. It reacts to spec changes of
-// BladeConfigs and to any change of the DaemonSets they own, which is how
-// hand edits get reverted.
+// BladeConfigs, to any change of the DaemonSets they own, which is how
+// hand edits get reverted, and to PriorityClasses the BladeConfigs name
+// appearing or going away.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&kbv1.BladeConfig{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&appsv1.DaemonSet{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		WatchesMetadata(priorityclass.Metadata(), handler.EnqueueRequestsFromMapFunc(priorityclass.ConfigsNaming(mgr.GetClient())),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
 		Complete(r)
 }
 
@@ -112,10 +127,21 @@ func (r *Reconciler) reconcile(ctx context.Context, bc *kbv1.BladeConfig) error 
 		bc = bc.DeepCopy()
 		bc.Spec.DaemonSet.Image = image
 	}
+	// A DaemonSet naming a missing PriorityClass is accepted but gets no
+	// pods, and a rolling update would remove the running agents first.
+	noPriorityClass, err := priorityclass.Missing(ctx, r.Client, bc, r.Defaults.PriorityClassName)
+	if err != nil {
+		return err
+	}
+	if noPriorityClass != "" {
+		log.Info("running the agents with the default PriorityClass", "reason", noPriorityClass)
+		bc = bc.DeepCopy()
+		bc.Spec.DaemonSet.PriorityClassName = ""
+	}
 	want := agentdaemonset.Build(bc, r.Defaults)
 
 	existing := &appsv1.DaemonSet{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Defaults.Namespace, Name: agentdaemonset.Name(bc.Name)}, existing)
+	err = r.Client.Get(ctx, types.NamespacedName{Namespace: r.Defaults.Namespace, Name: agentdaemonset.Name(bc.Name)}, existing)
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
@@ -133,11 +159,20 @@ func (r *Reconciler) reconcile(ctx context.Context, bc *kbv1.BladeConfig) error 
 	}
 	log.Info("applied agent DaemonSet", "daemonset", client.ObjectKey{Namespace: r.Defaults.Namespace, Name: agentdaemonset.Name(bc.Name)})
 	if r.Recorder != nil {
-		if refused != nil {
+		switch {
+		case refused != nil:
 			r.Recorder.Eventf(bc, nil, corev1.EventTypeWarning, ReasonImageNotAllowed, "Apply", "Applied DaemonSet %s/%s with the operator's agent image %s: %v",
 				r.Defaults.Namespace, agentdaemonset.Name(bc.Name), image, refused)
-		} else {
+		case noPriorityClass != "":
+			r.Recorder.Eventf(bc, nil, corev1.EventTypeWarning, ReasonPriorityClassNotFound, "Apply", "Applied DaemonSet %s/%s: %s",
+				r.Defaults.Namespace, agentdaemonset.Name(bc.Name), noPriorityClass)
+		default:
 			r.Recorder.Eventf(bc, nil, corev1.EventTypeNormal, ReasonDaemonSetApplied, "Apply", "Applied DaemonSet %s/%s", r.Defaults.Namespace, agentdaemonset.Name(bc.Name))
+		}
+		if live, _ := agentdaemonset.Probes(bc.Spec.Agent.Metrics.BindAddress); live == nil {
+			r.Recorder.Eventf(bc, nil, corev1.EventTypeWarning, ReasonNoProbes, "Apply",
+				"Applied DaemonSet %s/%s without liveness and readiness probes: spec.agent.metrics.bindAddress %q has no fixed port to probe, so a stalled agent is not restarted",
+				r.Defaults.Namespace, agentdaemonset.Name(bc.Name), bc.Spec.Agent.Metrics.BindAddress)
 		}
 	}
 	return nil

@@ -10,7 +10,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -143,7 +145,7 @@ func TestSpecAndDrift(t *testing.T) {
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
 		},
 	}
-	e.CreateAll(t, bc)
+	e.CreateAll(t, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "blades"}, Value: 1000}, bc)
 	ds := waitDS(t, e, "ds-custom", "created", exists)
 	pod := ds.Spec.Template.Spec
 	c := pod.Containers[0]
@@ -221,6 +223,48 @@ func TestRefusedImageIsNotRun(t *testing.T) {
 	waitDS(t, e, "ds-refused", "the allowed image", func(ds *appsv1.DaemonSet) bool {
 		return ds.Spec.Template.Spec.Containers[0].Image == "example.com/agent:v3"
 	})
+}
+
+// TestMissingPriorityClassRunsTheDefault: the API server accepts a
+// DaemonSet naming a PriorityClass that does not exist but refuses its
+// pods, so such a BladeConfig gets a DaemonSet with the default class, and
+// its blades keep an agent, with a Warning Event that says why; the class
+// appearing is enough for the DaemonSet to follow it.
+func TestMissingPriorityClassRunsTheDefault(t *testing.T) {
+	e := suite.Need(t)
+	bc := optest.Config("ds-prio", 0, map[string]string{"kbtest": "ds-prio"})
+	bc.Spec.DaemonSet.PriorityClassName = "ds-late"
+	e.CreateAll(t, bc)
+	ds := waitDS(t, e, "ds-prio", "created", exists)
+	if got := ds.Spec.Template.Spec.PriorityClassName; got != "system-node-critical" {
+		t.Errorf("priorityClassName %q, want the default system-node-critical while ds-late does not exist", got)
+	}
+	note := e.WaitEvent(t, "BladeConfig", "ds-prio", daemonset.ReasonPriorityClassNotFound)
+	for _, w := range []string{`PriorityClass "ds-late" does not exist`, "system-node-critical"} {
+		if !strings.Contains(note, w) {
+			t.Errorf("event %q does not say %q", note, w)
+		}
+	}
+	e.CreateAll(t, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "ds-late"}, Value: 1000})
+	waitDS(t, e, "ds-prio", "the PriorityClass that now exists", func(ds *appsv1.DaemonSet) bool {
+		return ds.Spec.Template.Spec.PriorityClassName == "ds-late"
+	})
+}
+
+// TestNoProbesIsAWarning: a metrics address the kubelet cannot probe (port
+// 0) gives agents without probes, which a Warning Event says.
+func TestNoProbesIsAWarning(t *testing.T) {
+	e := suite.Need(t)
+	bc := optest.Config("ds-noprobes", 0, map[string]string{"kbtest": "ds-noprobes"})
+	bc.Spec.Agent.Metrics.BindAddress = "127.0.0.1:0"
+	e.CreateAll(t, bc)
+	ds := waitDS(t, e, "ds-noprobes", "created", exists)
+	if c := ds.Spec.Template.Spec.Containers[0]; c.LivenessProbe != nil || c.ReadinessProbe != nil {
+		t.Errorf("probes %+v %+v on port 0", c.LivenessProbe, c.ReadinessProbe)
+	}
+	if note := e.WaitEvent(t, "BladeConfig", "ds-noprobes", daemonset.ReasonNoProbes); !strings.Contains(note, `"127.0.0.1:0" has no fixed port to probe`) {
+		t.Errorf("event %q does not name the address", note)
+	}
 }
 
 // A BladeConfig whose name cannot be a label value can select no Node and

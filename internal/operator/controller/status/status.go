@@ -36,6 +36,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/operator/nodemeta"
 	"github.com/kubeblade/kubeblade/internal/operator/outcome"
 	"github.com/kubeblade/kubeblade/internal/operator/placement"
+	"github.com/kubeblade/kubeblade/internal/operator/priorityclass"
 )
 
 // ControllerName names the controller in logs and metrics.
@@ -62,6 +63,9 @@ const (
 	// ReasonImageNotAllowed: spec.daemonSet.image is not from an allowed
 	// repository; the agents run the operator's own image instead.
 	ReasonImageNotAllowed = "ImageNotAllowed"
+	// ReasonPriorityClassNotFound: spec.daemonSet.priorityClassName names
+	// no PriorityClass; the agents run with the default class instead.
+	ReasonPriorityClassNotFound = "PriorityClassNotFound"
 	// ReasonApplyFailed: a controller could not apply the BladeConfig (the
 	// API server refused its DaemonSet, say); the message is the error.
 	ReasonApplyFailed = "ApplyFailed"
@@ -80,6 +84,7 @@ const (
 // +kubebuilder:rbac:groups=kubeblade.io,resources=bladeconfigs/status,verbs=patch
 // +kubebuilder:rbac:groups=kubeblade.io,resources=blades,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=scheduling.k8s.io,resources=priorityclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,namespace=kubeblade-system,resources=daemonsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -98,6 +103,10 @@ type Reconciler struct {
 	// Outcome holds the errors other controllers met applying a
 	// BladeConfig; any makes it Degraded.
 	Outcome *outcome.Store
+	// DefaultPriorityClass is the class the agents run with when the one
+	// a BladeConfig names does not exist (the daemonset controller's
+	// Defaults.PriorityClassName; system-node-critical if empty).
+	DefaultPriorityClass string
 }
 
 // DefaultNodeDelay is how long Node label changes are batched.
@@ -130,6 +139,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		WatchesMetadata(&corev1.Node{}, allConfigs, builder.WithPredicates(
 			nodemeta.LabelsChanged(), predicate.Funcs{DeleteFunc: func(event.DeleteEvent) bool { return true }})).
 		Watches(&kbv1.Blade{}, handler.EnqueueRequestsFromMapFunc(bladeConfigOf), builder.WithPredicates(appliedChanged())).
+		WatchesMetadata(priorityclass.Metadata(), handler.EnqueueRequestsFromMapFunc(priorityclass.ConfigsNaming(mgr.GetClient())),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
 		Complete(r)
 }
 
@@ -306,15 +317,39 @@ func (r *Reconciler) reconcile(ctx context.Context, bc *kbv1.BladeConfig) error 
 		r.set(bc, kbv1.BladeConfigProgressing, metav1.ConditionTrue, reason, msg)
 		r.set(bc, kbv1.BladeConfigReady, metav1.ConditionFalse, reason, msg)
 	}
-	// The agents run, but not the image asked for: not Ready as written.
+	// The agents run, but not as written: not Ready. Each substitution
+	// the daemonset controller makes is named.
+	var subst []string
+	why := ""
 	if img := bc.Spec.DaemonSet.Image; img != "" {
 		if err := r.Images.Check(img); err != nil {
-			msg := "spec.daemonSet.image: " + err.Error() + "; the agents run the operator's own agent image instead"
-			r.set(bc, kbv1.BladeConfigDegraded, metav1.ConditionTrue, ReasonImageNotAllowed, msg)
-			r.set(bc, kbv1.BladeConfigReady, metav1.ConditionFalse, ReasonImageNotAllowed, msg)
+			why = ReasonImageNotAllowed
+			subst = append(subst, "spec.daemonSet.image: "+err.Error()+"; the agents run the operator's own agent image instead")
 		}
 	}
+	noPriorityClass, err := priorityclass.Missing(ctx, r.Client, bc, r.defaultPriorityClass())
+	if err != nil {
+		return err
+	}
+	if noPriorityClass != "" {
+		if why == "" {
+			why = ReasonPriorityClassNotFound
+		}
+		subst = append(subst, noPriorityClass)
+	}
+	if len(subst) > 0 {
+		msg := strings.Join(subst, "; ")
+		r.set(bc, kbv1.BladeConfigDegraded, metav1.ConditionTrue, why, msg)
+		r.set(bc, kbv1.BladeConfigReady, metav1.ConditionFalse, why, msg)
+	}
 	return nil
+}
+
+func (r *Reconciler) defaultPriorityClass() string {
+	if r.DefaultPriorityClass != "" {
+		return r.DefaultPriorityClass
+	}
+	return agentdaemonset.DefaultDefaults().PriorityClassName
 }
 
 // failures joins the errors other controllers met applying bc, each with

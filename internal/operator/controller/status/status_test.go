@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -257,4 +258,51 @@ func TestUnlabellableNameIsDegraded(t *testing.T) {
 	if reason(bc, kbv1.BladeConfigReady) != "False/"+status.ReasonInvalidName || bc.Status.MatchedNodes != 0 {
 		t.Errorf("status %+v", bc.Status)
 	}
+}
+
+// TestMissingPriorityClassIsDegraded: a BladeConfig naming a PriorityClass
+// that does not exist (the API server accepts the DaemonSet but refuses
+// its pods) is Degraded at its generation with a Warning Event naming the
+// class, until the class appears or the field is fixed.
+func TestMissingPriorityClassIsDegraded(t *testing.T) {
+	e := suite.Need(t)
+	bc := optest.Config("st-prio", 0, map[string]string{"kbtest": "st-prio"})
+	bc.Spec.DaemonSet.PriorityClassName = "st-blades"
+	e.CreateAll(t, bc)
+	missing := func(name string) *kbv1.BladeConfig {
+		t.Helper()
+		bc := e.WaitStatus(t, "st-prio", func(bc *kbv1.BladeConfig) bool {
+			c := meta.FindStatusCondition(bc.Status.Conditions, kbv1.BladeConfigDegraded)
+			return c != nil && c.Status == metav1.ConditionTrue && c.Reason == status.ReasonPriorityClassNotFound &&
+				c.ObservedGeneration == bc.Generation && strings.Contains(c.Message, `PriorityClass "`+name+`" does not exist`)
+		})
+		if reason(bc, kbv1.BladeConfigReady) != "False/"+status.ReasonPriorityClassNotFound {
+			t.Errorf("Ready %s, want False/%s", reason(bc, kbv1.BladeConfigReady), status.ReasonPriorityClassNotFound)
+		}
+		if c := meta.FindStatusCondition(bc.Status.Conditions, kbv1.BladeConfigDegraded); !strings.Contains(c.Message, "system-node-critical") {
+			t.Errorf("Degraded message %q does not say the agents run with the default class", c.Message)
+		}
+		return bc
+	}
+	notDegraded := func() {
+		t.Helper()
+		e.WaitStatus(t, "st-prio", func(bc *kbv1.BladeConfig) bool {
+			c := meta.FindStatusCondition(bc.Status.Conditions, kbv1.BladeConfigDegraded)
+			return c != nil && c.Status == metav1.ConditionFalse && c.ObservedGeneration == bc.Generation
+		})
+	}
+
+	missing("st-blades")
+	if note := e.WaitEvent(t, "BladeConfig", "st-prio", status.ReasonPriorityClassNotFound); !strings.Contains(note, `"st-blades"`) {
+		t.Errorf("Warning Event %q does not name the PriorityClass", note)
+	}
+	// The class appearing clears it, with no change to the BladeConfig.
+	e.CreateAll(t, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "st-blades"}, Value: 1000})
+	notDegraded()
+	// A typo is Degraded again; fixing the field (back to the default)
+	// clears it.
+	e.UpdateConfig(t, "st-prio", func(bc *kbv1.BladeConfig) { bc.Spec.DaemonSet.PriorityClassName = "st-bladez" })
+	missing("st-bladez")
+	e.UpdateConfig(t, "st-prio", func(bc *kbv1.BladeConfig) { bc.Spec.DaemonSet.PriorityClassName = "" })
+	notDegraded()
 }
