@@ -79,9 +79,14 @@ type Reporter struct {
 	clk    clock.WithTicker
 	c      *kubeclient.Clientset
 	events *kubeevents.Recorder
-	// sub is taken in New, before the agent runs, so AgentStarted and
-	// everything after it reach Kubernetes.
+	// sub and eventSub are taken in New, before the agent runs, so
+	// AgentStarted and everything after it reach Kubernetes. sub feeds the
+	// loop; eventSub feeds the Events recorder on a goroutine of its own,
+	// because the loop's Node and Blade writes are synchronous: an Event
+	// read by the loop waited for whatever write was in flight (up to
+	// 190 ms under load for a button press, docs/performance.md).
 	sub      *eventbus.Subscription[core.Event]
+	eventSub *eventbus.Subscription[core.Event]
 	writes   atomic.Uint64
 	requests atomic.Uint64
 	failing  atomic.Bool
@@ -144,6 +149,7 @@ func New(o Options) (*Reporter, error) {
 	}
 	r.c = c
 	r.sub = o.Agent.Subscribe(1024)
+	r.eventSub = o.Agent.Subscribe(eventQueue)
 	r.events = kubeevents.New(kubeevents.Options{
 		Client: c.Events(metav1.NamespaceDefault), NodeName: o.NodeName, Capacity: o.EventCapacity, Clock: o.Clock, Logger: o.Logger,
 	})
@@ -175,14 +181,19 @@ func (r *Reporter) Stats() Stats {
 func (r *Reporter) Run(ctx context.Context) error {
 	sub := r.sub
 	defer sub.Close()
-	evDone := make(chan struct{})
+	evDone, recDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(evDone)
 		_ = r.events.Run(ctx)
 	}()
+	go func() {
+		defer close(recDone)
+		r.recordEvents(ctx)
+	}()
 	nodeWatch := newObjectWatch(ctx, r.c.Nodes, &corev1.Node{}, r.o.NodeName)
 	defer func() {
 		stopAll(nodeWatch, r.cfgWatch, r.peerWatch)
+		<-recDone
 		<-evDone
 	}()
 
@@ -372,8 +383,30 @@ func (r *Reporter) setFan(ctx context.Context, f annotations.Fan) error {
 	return r.o.Agent.SetFanManual(ctx, f.Percent, core.SourceAnnotation)
 }
 
+// eventQueue is the Events subscription's queue. Its reader only hands
+// events to the recorder, which never blocks, so it stays near empty; the
+// agent loop's samples raise at most a few events each.
+const eventQueue = 256
+
+// recordEvents hands the agent's events to the Events recorder as they are
+// published, until ctx ends.
+func (r *Reporter) recordEvents(ctx context.Context) {
+	defer r.eventSub.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-r.eventSub.C():
+			if !ok {
+				return
+			}
+			r.events.Record(ev)
+		}
+	}
+}
+
+// onEvent acts on the agent's events in the loop; recordEvents reports them.
 func (r *Reporter) onEvent(ctx context.Context, ev core.Event) {
-	r.events.Record(ev)
 	switch ev.Reason {
 	case core.ReasonIdentifyStopped:
 		// The button confirmed identify: the request is fulfilled, so the

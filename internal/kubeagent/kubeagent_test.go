@@ -3,18 +3,22 @@ package kubeagent
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/agent"
 	"github.com/kubeblade/kubeblade/internal/core"
 	"github.com/kubeblade/kubeblade/internal/hardware"
 	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
@@ -104,6 +108,63 @@ func TestButtonPressBecomesAnEventOnTheNode(t *testing.T) {
 		t.Errorf("event = %+v", ev)
 	}
 	b.waitEvent("IdentifyStarted")
+}
+
+// heldWrites holds every write to Blades until released, so a test can keep
+// the reporter's loop inside a Node/Blade sync.
+type heldWrites struct {
+	rt       http.RoundTripper
+	armed    *atomic.Bool
+	held     chan struct{} // one value per write held
+	released chan struct{} // closed to let the held writes through
+}
+
+func (h heldWrites) RoundTrip(req *http.Request) (*http.Response, error) {
+	if h.armed.Load() && req.Method != http.MethodGet && strings.Contains(req.URL.Path, "/blades") {
+		select {
+		case h.held <- struct{}{}:
+		default:
+		}
+		select {
+		case <-h.released:
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+	}
+	return h.rt.RoundTrip(req)
+}
+
+// A press is an Event at once, even while the reporter waits for the API
+// server on a Blade write: Events do not queue behind the loop's writes.
+func TestButtonEventIsNotHeldBehindABladeWrite(t *testing.T) {
+	var armed atomic.Bool
+	h := heldWrites{armed: &armed, held: make(chan struct{}, 1), released: make(chan struct{})}
+	b := startBlade(t, "button-held", func(_ *simulated.Options, _ *agentconfigv1.AgentConfig, ro *Options) {
+		ro.Config = rest.CopyConfig(ro.Config)
+		ro.Config.Wrap(func(rt http.RoundTripper) http.RoundTripper { h.rt = rt; return h })
+	})
+	defer close(h.released)
+	testwait.Eventually(t, waitTimeout, "Blade written", func(context.Context) (bool, string) {
+		_, err := b.getBlade()
+		return err == nil, fmt.Sprint(err)
+	})
+	b.waitEvent("AgentStarted")
+	armed.Store(true)
+	// The first press starts identify, which the Blade's status shows: the
+	// loop's write of it is held.
+	first := time.Now()
+	b.blade.PressButtonAt(first)
+	select {
+	case <-h.held:
+	case <-time.After(waitTimeout):
+		t.Fatal("no Blade write after identify started; the test holds nothing")
+	}
+	b.waitEvent("IdentifyStarted")
+	// The second press stops identify while that write is still held. Its
+	// edge is stamped a debounce window after the first, so it is a press of
+	// its own whenever the test gets here.
+	b.blade.PressButtonAt(first.Add(agent.DefaultButtonDebounce))
+	b.waitEvent("IdentifyStopped")
 }
 
 func TestButtonConfirmationRemovesTheIdentifyAnnotation(t *testing.T) {

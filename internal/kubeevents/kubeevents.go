@@ -166,29 +166,36 @@ func (r *Recorder) Run(ctx context.Context) error {
 }
 
 // SetNode gives the Node events are about (its UID goes into each Event).
-// Events recorded before the first call are held and sent then.
+// Events recorded before the first call are held and sent then, ahead of
+// any recorded later: SetNode and Record may be called from different
+// goroutines.
 func (r *Recorder) SetNode(n *corev1.Node) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	first := r.node == nil
 	r.node = n.DeepCopy()
-	early := r.early
-	r.early = nil
-	r.mu.Unlock()
 	if first {
+		early := r.early
+		r.early = nil
 		for _, ev := range early {
-			r.Record(ev)
+			r.record(ev)
 		}
 	}
 }
 
 // Record reports ev if its reason is one the spec lists. It never blocks.
 func (r *Recorder) Record(ev core.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.record(ev)
+}
+
+// record is Record with r.mu held.
+func (r *Recorder) record(ev core.Event) {
 	action, ok := actions[ev.Reason]
 	if !ok {
 		return
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.node == nil {
 		if len(r.early) < r.sink.capacity {
 			r.early = append(r.early, ev)
