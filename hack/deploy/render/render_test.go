@@ -194,7 +194,7 @@ func TestOperatorPoliciesMatchItsServiceAccount(t *testing.T) {
 		user               string
 	}{
 		"defaults":     {"kubeblade", "kubeblade-system", nil, "system:serviceaccount:kubeblade-system:kubeblade-operator"},
-		"release name": {"kb", "blades", nil, "system:serviceaccount:blades:kb-operator"},
+		"release name": {"kb", "blades", nil, "system:serviceaccount:blades:kb-kubeblade-operator"},
 		"named ServiceAccount": {"kb", "blades", map[string]any{"operator": map[string]any{"serviceAccount": map[string]any{"name": "blade-operator"}}},
 			"system:serviceaccount:blades:blade-operator"},
 	} {
