@@ -47,14 +47,18 @@ func agentIdentity() operator.Options {
 	return o
 }
 
-// AgentAccessManifests grant agents their access and confine them and the
-// BladeConfigs: RBAC and the admission policies, relative to the
-// repository root.
+// AgentAccessManifests grant agents their access and confine them, the
+// BladeConfigs and the operator's ServiceAccount: RBAC and the admission
+// policies, relative to the repository root. (The operator here runs with
+// the cluster's admin kubeconfig, which its policies do not match; they
+// are installed so that they are type-checked like the others.)
 var AgentAccessManifests = []string{
 	"config/rbac/agent/role.yaml",
 	"config/rbac/agent/role_binding.yaml",
 	"config/admission/agent-own-node.yaml",
 	"config/admission/agent-images.yaml",
+	"config/admission/operator-daemonsets.yaml",
+	"config/admission/operator-nodes.yaml",
 }
 
 // FieldManager applies manifests.

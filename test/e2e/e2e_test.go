@@ -453,7 +453,8 @@ func TestAdmissionPoliciesTypeCheck(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		want := map[string]bool{"kubeblade-agent-own-node": true, "kubeblade-agent-own-blade": true, "kubeblade-agent-events": true, "kubeblade-agent-images": true}
+		want := map[string]bool{"kubeblade-agent-own-node": true, "kubeblade-agent-own-blade": true, "kubeblade-agent-events": true, "kubeblade-agent-images": true,
+			"kubeblade-operator-daemonsets": true, "kubeblade-operator-nodes": true}
 		for _, p := range l.Items {
 			if p.Status.TypeChecking == nil || p.Status.ObservedGeneration != p.Generation {
 				return false, p.Name + " is not type-checked yet"

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -131,6 +132,24 @@ func waitInForce(ctx context.Context) error {
 				ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "kube-system"},
 				EventTime:  metav1.NowMicro(), ReportingController: "x", ReportingInstance: "x", Action: "x", Reason: "x", Type: "Normal",
 			}, dry)
+		},
+		"kubeblade-operator-nodes": func() error {
+			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "probe-b"}}
+			_ = admin.Create(ctx, n)
+			return as(operatorConfig()).Patch(ctx, n, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"labels":{"probe":"x"}}}`)), dry)
+		},
+		"kubeblade-operator-daemonsets": func() error {
+			ds := &appsv1.DaemonSet{
+				ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: testenv.AgentNamespace},
+				Spec: appsv1.DaemonSetSpec{
+					Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"probe": "x"}},
+					Template: corev1.PodTemplateSpec{
+						ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"probe": "x"}},
+						Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "probe"}}},
+					},
+				},
+			}
+			return as(operatorConfig()).Create(ctx, ds, dry)
 		},
 		"kubeblade-agent-images": func() error {
 			bc := &kbv1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}

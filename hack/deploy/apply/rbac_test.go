@@ -2,6 +2,7 @@ package apply_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -69,6 +71,9 @@ func TestOperatorRunsUnderTheChartRBAC(t *testing.T) {
 	if err := admin.Create(ctx(t), node); err != nil {
 		t.Fatal(err)
 	}
+	// The chart's operator policies name its ServiceAccount and namespace:
+	// once they refuse an attack by it, everything below runs under them.
+	policiesInForce(t, serviceAccount(ns, "kubeblade-operator"), ns, node.Name)
 
 	o := operator.DefaultOptions()
 	o.Namespace = ns
@@ -166,6 +171,39 @@ func TestOperatorRunsUnderTheChartRBAC(t *testing.T) {
 	}
 	if _, err := uninstall.Uninstall(ctx(t), cleaner, ns); err != nil {
 		t.Errorf("uninstall as the cleanup ServiceAccount: %v", err)
+	}
+}
+
+// policiesInForce waits until the operator policies refuse, as op, a dry
+// run of a foreign Node label and of a DaemonSet that is not an agent's:
+// the API server loads policies asynchronously.
+func policiesInForce(t *testing.T, op *rest.Config, ns, node string) {
+	t.Helper()
+	c, err := client.New(op, client.Options{Scheme: operator.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "not-an-agent", Namespace: ns},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: "ghcr.io/evil/x:v1"}}},
+			},
+		},
+	}
+	for policy, attempt := range map[string]func(context.Context) error{
+		"kubeblade-operator-nodes": func(c2 context.Context) error {
+			return c.Patch(c2, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}},
+				client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"evil.example/x":"1"}}}`)), client.DryRunAll)
+		},
+		"kubeblade-operator-daemonsets": func(c2 context.Context) error { return c.Create(c2, ds.DeepCopy(), client.DryRunAll) },
+	} {
+		testwait.Eventually(t, time.Minute, policy+" in force for the chart's operator", func(c2 context.Context) (bool, string) {
+			err := attempt(c2)
+			return err != nil && strings.Contains(err.Error(), policy), errString(err)
+		})
 	}
 }
 

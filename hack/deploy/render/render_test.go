@@ -154,19 +154,23 @@ func TestAllowedAgentRepositories(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			vap := find(res.Objects, "ValidatingAdmissionPolicy", "kubeblade-agent-images")
-			if vap == nil {
-				t.Fatal("no kubeblade-agent-images policy")
-			}
-			vars, _, _ := unstructured.NestedSlice(vap.Object, "spec", "variables")
-			got := ""
-			for _, v := range vars {
-				if m := v.(map[string]any); m["name"] == "allowedRepositories" {
-					got, _ = m["expression"].(string)
+			// The BladeConfigs' policy and the operator's DaemonSet policy
+			// allow the same repositories.
+			for _, name := range []string{"kubeblade-agent-images", "kubeblade-operator-daemonsets"} {
+				vap := find(res.Objects, "ValidatingAdmissionPolicy", name)
+				if vap == nil {
+					t.Fatalf("no %s policy", name)
 				}
-			}
-			if got != tc.want {
-				t.Errorf("allowedRepositories = %q, want %q", got, tc.want)
+				vars, _, _ := unstructured.NestedSlice(vap.Object, "spec", "variables")
+				got := ""
+				for _, v := range vars {
+					if m := v.(map[string]any); m["name"] == "allowedRepositories" {
+						got, _ = m["expression"].(string)
+					}
+				}
+				if got != tc.want {
+					t.Errorf("%s: allowedRepositories = %q, want %q", name, got, tc.want)
+				}
 			}
 			// The operator gets the same list.
 			dep := find(res.Objects, "Deployment", "kubeblade-operator")
@@ -175,6 +179,49 @@ func TestAllowedAgentRepositories(t *testing.T) {
 			list := strings.NewReplacer("['", "", "']", "", "', '", ",").Replace(tc.want)
 			if !strings.Contains(args, "--agent-image-repositories="+list) {
 				t.Errorf("operator args %q lack --agent-image-repositories=%s", args, list)
+			}
+		})
+	}
+}
+
+// TestOperatorPoliciesMatchItsServiceAccount: the operator's admission
+// policies confine the ServiceAccount the chart runs the operator as, in
+// the release namespace, whatever it is named.
+func TestOperatorPoliciesMatchItsServiceAccount(t *testing.T) {
+	for name, tc := range map[string]struct {
+		release, namespace string
+		values             map[string]any
+		user               string
+	}{
+		"defaults":     {"kubeblade", "kubeblade-system", nil, "system:serviceaccount:kubeblade-system:kubeblade-operator"},
+		"release name": {"kb", "blades", nil, "system:serviceaccount:blades:kb-kubeblade-operator"},
+		"named ServiceAccount": {"kb", "blades", map[string]any{"operator": map[string]any{"serviceAccount": map[string]any{"name": "blade-operator"}}},
+			"system:serviceaccount:blades:blade-operator"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			res, err := render.Render(context.Background(), load(t), render.Options{ReleaseName: tc.release, Namespace: tc.namespace, Values: tc.values})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dep := find(res.Objects, "Deployment", "")
+			sa, _, _ := unstructured.NestedString(dep.Object, "spec", "template", "spec", "serviceAccountName")
+			if want := "system:serviceaccount:" + tc.namespace + ":" + sa; want != tc.user {
+				t.Fatalf("the operator runs as %s, the test expects %s", want, tc.user)
+			}
+			for _, policy := range []string{"kubeblade-operator-daemonsets", "kubeblade-operator-nodes"} {
+				vap := find(res.Objects, "ValidatingAdmissionPolicy", policy)
+				if vap == nil {
+					t.Fatalf("no %s policy", policy)
+				}
+				conds, _, _ := unstructured.NestedSlice(vap.Object, "spec", "matchConditions")
+				if len(conds) != 1 || conds[0].(map[string]any)["expression"] != `request.userInfo.username == "`+tc.user+`"` {
+					t.Errorf("%s matches %v, want the user %s", policy, conds, tc.user)
+				}
+			}
+			ds := find(res.Objects, "ValidatingAdmissionPolicy", "kubeblade-operator-daemonsets")
+			vals, _, _ := unstructured.NestedSlice(ds.Object, "spec", "validations")
+			if expr, _ := vals[0].(map[string]any)["expression"].(string); expr != `request.namespace == "`+tc.namespace+`"` {
+				t.Errorf("the DaemonSet policy's namespace check is %q, want the release namespace %s", expr, tc.namespace)
 			}
 		})
 	}

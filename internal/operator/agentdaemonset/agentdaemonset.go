@@ -6,6 +6,12 @@
 // template depends on spec.daemonSet and on the agent settings that take
 // effect only at start: agents read the rest of spec.agent live, so most
 // config changes never restart a pod.
+//
+// The admission policy kubeblade-operator-daemonsets
+// (config/admission/operator-daemonsets.yaml) lets the operator's
+// ServiceAccount write nothing but what Build renders: its names, labels,
+// command, arguments, environment, host paths and single container. A
+// change here that the policy does not allow fails test/security.
 package agentdaemonset
 
 import (

@@ -59,9 +59,12 @@ const (
 // +kubebuilder:rbac:groups=kubeblade.io,resources=bladeconfigs/finalizers,verbs=update
 // The agent DaemonSets are named after BladeConfigs, so RBAC cannot name
 // them; nor can it limit what a DaemonSet the operator creates looks like
-// (privileged, host network, /dev and /sys): the image allow-list
-// (Images, and the admission policy kubeblade-agent-images) is what keeps a
-// BladeConfig editor from choosing what runs.
+// (privileged, host network, /dev and /sys). The image allow-list (Images,
+// and the admission policy kubeblade-agent-images) keeps a BladeConfig
+// editor from choosing what runs; the policy kubeblade-operator-daemonsets
+// (config/admission/operator-daemonsets.yaml) keeps the operator's own
+// ServiceAccount to exactly what agentdaemonset renders, so a change to the
+// rendered pod needs a change to that policy.
 // +kubebuilder:rbac:groups=apps,namespace=kubeblade-system,resources=daemonsets,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
