@@ -252,7 +252,7 @@ step_killagent() {
   expect "a FanPeerLost Warning Event on blade-1" 30 'kubectl get events --field-selector involvedObject.name=blade-1,reason=FanPeerLost,type=Warning -o name | grep -q .'
   expect "blade-1's fan at least at fanPeerLostPercent (60 %)" 10 'simstate blade-1 | grep -Eq "\"fanPercent\": ([6-9][0-9]|100),"'
   cmd 'kubectl get blades                       # -w to watch'
-  # A kubelet would restart the agent; the scripted run does it by hand.
+  hint '# a kubelet would start the agent again (the scripted run does): then'
   setup '(cd "$DEMO_DIR/blades/blade-2" && exec $agent2_args >>"$DEMO_DIR/logs/agent-blade-2.restarted.log" 2>&1) & restarted=$!'
   expect "blade-2 no longer Unknown once its agent runs again" 60 'test "$(jp blade/blade-2 "{.status.state}")" != Unknown'
   expect "a FanPeerRestored Event on blade-1" 30 'event_seen blade-1 FanPeerRestored'
