@@ -35,12 +35,12 @@ counts() {
     echo "passed=$passed failed=$failed skipped=0" >"$TEST_REPORT_DIR/demo-check.counts"
   fi
 }
-# fail ends the scripted run: later steps build on the cluster state the
-# failed one should have left.
+# fail ends the scripted run (the EXIT trap prints the counts): later steps
+# build on the cluster state the failed one should have left.
 fail() {
   echo "DEMO FAILED${current:+ in step $current}: $*" >&2
   tail -n 20 "$dir"/cluster/logs/*.log >&2 2>/dev/null || true
-  if [ "$scripted" = 1 ]; then failed=$((failed + 1)); counts; fi
+  failed=$((failed + 1))
   exit 1
 }
 jp() { kubectl get "$1" -o "jsonpath=$2"; }
@@ -97,6 +97,8 @@ cleanup() {
     kill -TERM "$pid"; wait "$pid" 2>/dev/null || true
   fi
   rm -rf "$dir"
+  # Last, after the stop messages: the line make test's report reads.
+  if [ "$scripted" = 1 ]; then counts; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -289,4 +291,3 @@ for s in "${steps[@]}"; do
 done
 current=""
 bold "Demo walk-through passed"
-counts
