@@ -161,6 +161,15 @@ bench-hw: ## Go benchmarks of tach decoding and the smart fan unit codec.
 demo: build ## A local cluster: control plane, 3 simulated blades, operator, agents; prints what to try (DEMO_SCRIPTED=1: walk through, check, exit).
 	hack/demo-cluster.sh
 
+# make test's check of the demo: the same walk-through `make demo` prints,
+# run and checked step by step (hack/demo-cluster.sh defines each step
+# once). The first run builds kube-controller-manager, kube-scheduler and
+# kubectl from source (hack/k8s-tools.sh, minutes each, then cached and
+# shared with make e2e); after that about a minute.
+.PHONY: demo-check
+demo-check: build ## Run the demo's walk-through and check every step (DEMO_SCRIPTED=1 make demo); ends with "N passed, M failed".
+	DEMO_SCRIPTED=1 hack/demo-cluster.sh
+
 .PHONY: demo-standalone
 demo-standalone: build ## Run one agent on a simulated blade without Kubernetes and show what it does.
 	hack/demo.sh

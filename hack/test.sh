@@ -59,6 +59,7 @@ run unit continue
 run fuzz continue
 run deploy-test continue
 run e2e continue
+run demo-check continue
 run hwtest continue
 run e2e-kubelet continue
 run kmod-arm64 continue

@@ -179,9 +179,27 @@ func TestFanPeer(t *testing.T) {
 		"no peer: own demand only": {
 			{own: 40, fan: 40, state: PeerNone},
 		},
-		"pending peer: floor without an Event": {
+		"never observed (the peer watch never syncs): floor at once, FanPeerLost after the grace": {
 			{own: 40, peer: str("blade-2"), fan: 60, state: PeerPending},
-			{at: time.Hour, tick: true, fan: 60, state: PeerPending},
+			{at: PeerGrace - time.Second, tick: true, fan: 60, state: PeerPending},
+			{at: PeerGrace, tick: true, fan: 60, state: PeerLost, events: []Reason{ReasonFanPeerLost}},
+			{at: time.Hour, tick: true, fan: 60, state: PeerLost},
+		},
+		"never observed, then read within the grace: no Events at all": {
+			{own: 40, peer: str("blade-2"), fan: 60, state: PeerPending},
+			{at: PeerGrace - time.Second, tick: true, fan: 60, state: PeerPending},
+			{at: PeerGrace - time.Second, observe: obs(fresh(30)), fan: 40, state: PeerSynced},
+		},
+		"never observed past the grace, then read: FanPeerRestored": {
+			{own: 40, peer: str("blade-2"), fan: 60, state: PeerPending},
+			{at: PeerGrace, tick: true, fan: 60, state: PeerLost, events: []Reason{ReasonFanPeerLost}},
+			{at: PeerGrace + time.Second, observe: obs(PeerObservation{Present: true, DemandPercent: pct(30), HeartbeatTime: t0.Add(PeerGrace), StaleAfter: staleAfter}), fan: 40, state: PeerSynced, events: []Reason{ReasonFanPeerRestored}},
+		},
+		"never observed, a new peer named: the grace starts again": {
+			{own: 40, peer: str("blade-2"), fan: 60, state: PeerPending},
+			{at: PeerGrace - time.Second, peer: str("blade-3"), fan: 60, state: PeerPending},
+			{at: PeerGrace, tick: true, fan: 60, state: PeerPending},
+			{at: 2*PeerGrace - time.Second, tick: true, fan: 60, state: PeerLost, events: []Reason{ReasonFanPeerLost}},
 		},
 		"higher peer demand wins, lower loses": {
 			{own: 50, peer: str("blade-2"), observe: obs(fresh(75)), fan: 75, state: PeerSynced},
@@ -247,8 +265,14 @@ func TestFanPeer(t *testing.T) {
 				if got.FanPercent != st.fan || got.FanPeerState != st.state {
 					t.Errorf("step %d: fan %d %% peer %q, want %d %% %q", i, got.FanPercent, got.FanPeerState, st.fan, st.state)
 				}
-				if diff := cmp.Diff(st.events, reasons(m.TakeEvents())); diff != "" {
+				evs := m.TakeEvents()
+				if diff := cmp.Diff(st.events, reasons(evs)); diff != "" {
 					t.Errorf("step %d events (-want +got):\n%s", i, diff)
+				}
+				for _, ev := range evs {
+					if want := ev.Reason == ReasonFanPeerLost; ev.Warning != want {
+						t.Errorf("step %d: %s is Warning=%v, want %v (SPEC §8)", i, ev.Reason, ev.Warning, want)
+					}
 				}
 			}
 		})

@@ -173,14 +173,24 @@ func (m *Machine) peerProblem(now time.Time) string {
 }
 
 func (m *Machine) evaluatePeer(now time.Time) {
-	if m.peerName == "" || !m.peerObserved {
+	if m.peerName == "" {
 		return
 	}
-	problem := m.peerProblem(now)
+	var problem string
+	if m.peerObserved {
+		problem = m.peerProblem(now)
+	} else {
+		// Nothing read at all: the peer watch has not synced, typically
+		// because the cluster has been unreachable since the agent
+		// started. That is as good as lost once the grace is over.
+		problem = fmt.Sprintf("fan peer %s's Blade has not been read for %s (is the cluster reachable?)",
+			m.peerName, now.Sub(m.peerSince).Round(time.Second))
+	}
 	if problem != "" && !m.peerSeen && m.peerState == PeerPending && now.Sub(m.peerSince) < PeerGrace {
 		// Not there yet, never seen: blades of one chassis start
-		// together and their Blades appear seconds apart. The floor
-		// applies; the Warning waits for the grace to pass.
+		// together and their Blades appear seconds apart, and the peer
+		// watch needs a moment to sync. The floor applies; the Warning
+		// waits for the grace to pass.
 		return
 	}
 	switch {

@@ -41,7 +41,8 @@ func (r *Reporter) followPeer(ctx context.Context, name string) {
 
 // onPeer hands the peer's Blade, as last listed or watched, to the agent.
 // Nothing is said before the first list: the agent keeps the lost-peer
-// floor meanwhile without calling the peer lost.
+// floor meanwhile, and calls the peer lost only once core.PeerGrace has
+// passed without one (the cluster unreachable from the start).
 func (r *Reporter) onPeer(ctx context.Context) {
 	if r.peerWatch == nil {
 		return

@@ -12,11 +12,11 @@ import (
 	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
-// TestFanPeersAcrossProcesses: two agent processes whose Nodes declare each
+// testFanPeersAcrossProcesses: two agent processes whose Nodes declare each
 // other fan peers follow each other's demand through a watch of the peer's
 // Blade, under the agents' installed RBAC and admission policy (the suite
 // fails on any refused agent request).
-func TestFanPeersAcrossProcesses(t *testing.T) {
+func testFanPeersAcrossProcesses(t *testing.T) {
 	needCluster(t)
 	ctx := t.Context()
 	if err := cluster.DeclareFanPeers(ctx, "blade-1", "blade-2"); err != nil {
@@ -47,11 +47,11 @@ func TestFanPeersAcrossProcesses(t *testing.T) {
 	})
 }
 
-// TestLongPressDrainsTheBlade: a 3.5 s hold of blade-3's simulated button
+// testLongPressDrainsTheBlade: a 3.5 s hold of blade-3's simulated button
 // (the simulator's control socket, as in the demo) asks for maintenance
 // from the agent process; the operator process cordons and drains the
 // Node; the edge LED turns steady safe-to-pull; a second hold ends it.
-func TestLongPressDrainsTheBlade(t *testing.T) {
+func testLongPressDrainsTheBlade(t *testing.T) {
 	needCluster(t)
 	const name = "blade-3"
 	ctx := t.Context()

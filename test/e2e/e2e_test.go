@@ -107,7 +107,7 @@ func annotate(ctx context.Context, t *testing.T, nodeName, key string, value *st
 
 func ptrTo(s string) *string { return &s }
 
-func TestDaemonSetRolledOut(t *testing.T) {
+func testDaemonSetRolledOut(t *testing.T) {
 	needCluster(t)
 	ctx := t.Context()
 	ds := &appsv1.DaemonSet{}
@@ -143,7 +143,7 @@ func TestDaemonSetRolledOut(t *testing.T) {
 	}
 }
 
-func TestBladectlGetBlades(t *testing.T) {
+func testBladectlGetBlades(t *testing.T) {
 	needCluster(t)
 	out, err := bladectl("get", "blades")
 	if err != nil {
@@ -196,7 +196,7 @@ func TestBladectlGetBlades(t *testing.T) {
 	}
 }
 
-func TestIdentifyByAnnotation(t *testing.T) {
+func testIdentifyByAnnotation(t *testing.T) {
 	needCluster(t)
 	const name = "blade-1"
 	ctx := t.Context()
@@ -240,7 +240,7 @@ func TestIdentifyByAnnotation(t *testing.T) {
 	annotate(ctx, t, name, kbv1.AnnotationIdentify, nil)
 }
 
-func TestButtonPressedEvent(t *testing.T) {
+func testButtonPressedEvent(t *testing.T) {
 	needCluster(t)
 	const name = "blade-2"
 	ctx := t.Context()
@@ -274,7 +274,7 @@ func TestButtonPressedEvent(t *testing.T) {
 	})
 }
 
-func TestOverheatCriticalAndRecovery(t *testing.T) {
+func testOverheatCriticalAndRecovery(t *testing.T) {
 	needCluster(t)
 	const name = "blade-3"
 	ctx := t.Context()
@@ -351,7 +351,7 @@ func critical(ctx context.Context, name string, want corev1.ConditionStatus, tai
 	return got == want && has == tainted, fmt.Sprintf("condition %s, tainted %v", got, has)
 }
 
-func TestBladeConfigAppliedLive(t *testing.T) {
+func testBladeConfigAppliedLive(t *testing.T) {
 	needCluster(t)
 	ctx := t.Context()
 	pids := agentPIDs(t)
@@ -389,12 +389,12 @@ func TestBladeConfigAppliedLive(t *testing.T) {
 	}
 }
 
-// TestAgentsConfinedToTheirNode: the agents act as the agent
+// testAgentsConfinedToTheirNode: the agents act as the agent
 // ServiceAccount of their Node (localcluster writes their kubeconfigs), so
 // every flow above ran under the installed RBAC and admission policy. Here
 // blade-1's identity may patch blade-1 but is refused on blade-2, its Blade
 // and Events about it, with the policy's message.
-func TestAgentsConfinedToTheirNode(t *testing.T) {
+func testAgentsConfinedToTheirNode(t *testing.T) {
 	needCluster(t)
 	ctx := t.Context()
 	cfg, err := clientcmd.BuildConfigFromFlags("", cluster.Agent("blade-1").Kubeconfig)
@@ -442,11 +442,11 @@ func TestAgentsConfinedToTheirNode(t *testing.T) {
 	}
 }
 
-// TestAdmissionPoliciesTypeCheck: kube-controller-manager type-checks every
+// testAdmissionPoliciesTypeCheck: kube-controller-manager type-checks every
 // ValidatingAdmissionPolicy against the schemas of what it matches. A
 // warning is an expression that can fail when it runs, which with
 // failurePolicy Fail refuses the request.
-func TestAdmissionPoliciesTypeCheck(t *testing.T) {
+func testAdmissionPoliciesTypeCheck(t *testing.T) {
 	needCluster(t)
 	testwait.Eventually(t, time.Minute, "every policy type-checked", func(ctx context.Context) (bool, string) {
 		l, err := cluster.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
@@ -498,12 +498,12 @@ func maps2Equal(a, b map[string]int) bool {
 	return true
 }
 
-// TestOperatorUpgrade replaces the running operator with a build stamped
+// testOperatorUpgrade replaces the running operator with a build stamped
 // with another version while the agents run: the agents keep working with
 // no operator, the new operator adopts the DaemonSet (same UID, no new
 // rollout), the BladeConfig stays Ready throughout, and the new operator
 // acts on the next change.
-func TestOperatorUpgrade(t *testing.T) {
+func testOperatorUpgrade(t *testing.T) {
 	needCluster(t)
 	ctx := t.Context()
 	oldVersion, newVersion := binVersion(t, operatorProcBinary()), binVersion(t, operatorNext)

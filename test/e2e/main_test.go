@@ -5,10 +5,13 @@
 // simulated blade. It runs with `make e2e`, which builds everything first;
 // without KUBEBLADE_E2E=1 every test skips.
 //
-// Tests share one cluster and run in source order; each uses its own blade
-// where they could interfere, and TestOperatorUpgrade, which replaces the
-// operator, runs last. Every wait polls the API (or a process) with a
-// deadline; nothing sleeps to synchronise.
+// The flows share one cluster and run as the subtests of TestFlows, in the
+// order its list gives (go test -run 'TestFlows/OperatorUpgrade' picks
+// one): each uses its own blade where they could interfere, and
+// OperatorUpgrade, which replaces the operator, is last by that list, not
+// by file names. TestFlowsAreListed keeps every flow in the list. Every
+// wait polls the API (or a process) with a deadline; nothing sleeps to
+// synchronise.
 package e2e
 
 import (
@@ -59,6 +62,35 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	os.Exit(run(m))
+}
+
+// flows are the suite's tests in the order they run on the shared
+// cluster. Add a new one here (TestFlowsAreListed fails otherwise), before
+// OperatorUpgrade: it stops the operator the others rely on and leaves the
+// upgraded one running.
+var flows = []struct {
+	name string
+	run  func(*testing.T)
+}{
+	{"DaemonSetRolledOut", testDaemonSetRolledOut},
+	{"BladectlGetBlades", testBladectlGetBlades},
+	{"IdentifyByAnnotation", testIdentifyByAnnotation},
+	{"ButtonPressedEvent", testButtonPressedEvent},
+	{"OverheatCriticalAndRecovery", testOverheatCriticalAndRecovery},
+	{"BladeConfigAppliedLive", testBladeConfigAppliedLive},
+	{"AgentsConfinedToTheirNode", testAgentsConfinedToTheirNode},
+	{"AdmissionPoliciesTypeCheck", testAdmissionPoliciesTypeCheck},
+	{"FanPeersAcrossProcesses", testFanPeersAcrossProcesses},
+	{"LongPressDrainsTheBlade", testLongPressDrainsTheBlade},
+	{"OperatorUpgrade", testOperatorUpgrade},
+}
+
+// TestFlows runs every flow, in order; a failed one does not stop the
+// next (each checks what it needs of the cluster).
+func TestFlows(t *testing.T) {
+	for _, f := range flows {
+		t.Run(f.name, f.run)
+	}
 }
 
 // needCluster skips a test outside make e2e. It is not a missing

@@ -263,36 +263,70 @@ func (e *Env) WaitStatus(t testing.TB, name string, cond func(*kbv1.BladeConfig)
 
 // Events lists the events.k8s.io Events regarding an object, by reason.
 func (e *Env) Events(ctx context.Context, kind, name string) (map[string][]string, error) {
+	evs, err := e.regarding(ctx, kind, name)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, ev := range evs {
+		out[ev.Reason] = append(out[ev.Reason], ev.Note)
+	}
+	return out, nil
+}
+
+func (e *Env) regarding(ctx context.Context, kind, name string) ([]eventsv1.Event, error) {
 	var l eventsv1.EventList
 	if err := e.Client.List(ctx, &l); err != nil {
 		return nil, err
 	}
-	out := map[string][]string{}
+	var out []eventsv1.Event
 	for _, ev := range l.Items {
 		if ev.Regarding.Kind == kind && ev.Regarding.Name == name {
-			out[ev.Reason] = append(out[ev.Reason], ev.Note)
+			out = append(out, ev)
 		}
 	}
 	return out, nil
 }
 
 // WaitEvent waits for an Event with reason regarding an object and
-// returns its note.
+// returns its note. WaitEventOf also checks its type.
 func (e *Env) WaitEvent(t testing.TB, kind, name, reason string) string {
 	t.Helper()
-	var note string
+	return e.waitEvent(t, "", kind, name, reason)
+}
+
+// WaitEventOf waits for an Event with reason regarding an object and
+// returns its note; the test fails when the Event is not of type typ
+// (corev1.EventTypeNormal or corev1.EventTypeWarning): a Warning is what
+// `kubectl get events --field-selector type=Warning` and alerting on
+// Events pick up, so it is part of the contract.
+func (e *Env) WaitEventOf(t testing.TB, typ, kind, name, reason string) string {
+	t.Helper()
+	return e.waitEvent(t, typ, kind, name, reason)
+}
+
+func (e *Env) waitEvent(t testing.TB, typ, kind, name, reason string) string {
+	t.Helper()
+	var got eventsv1.Event
 	testwait.Eventually(t, Timeout, fmt.Sprintf("a %s Event regarding %s %s", reason, kind, name), func(ctx context.Context) (bool, string) {
-		evs, err := e.Events(ctx, kind, name)
+		evs, err := e.regarding(ctx, kind, name)
 		if err != nil {
 			return false, err.Error()
 		}
-		if notes := evs[reason]; len(notes) > 0 {
-			note = notes[0]
-			return true, ""
+		var seen []string
+		for _, ev := range evs {
+			if ev.Reason == reason {
+				got = ev
+				return true, ""
+			}
+			seen = append(seen, ev.Type+" "+ev.Reason+": "+ev.Note)
 		}
-		return false, fmt.Sprintf("events: %v", evs)
+		return false, fmt.Sprintf("events: %v", seen)
 	})
-	return note
+	if typ != "" && got.Type != typ {
+		t.Errorf("%s Event regarding %s %s is of type %q, want %q (note %q)", reason, kind, name, got.Type, typ, got.Note)
+	}
+	return got.Note
 }
 
 // ApplyYAML creates the objects of a manifest under the repository root.

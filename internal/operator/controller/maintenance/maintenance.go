@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -95,6 +96,15 @@ type Reconciler struct {
 
 	wake   chan event.GenericEvent
 	passes atomic.Int64
+	// ended holds the Nodes whose request the watch saw end ("true" to
+	// "false" or removed) and that have not been reconciled since. A
+	// quick "false" then "true" leaves only "true" in the cache by the
+	// time the reconcile runs; this is how it still counts as the retry
+	// SPEC §8 promises for a failed drain.
+	// The value is the resourceVersion the end was seen at, so a
+	// reconcile consumes only the mark it acted on (CompareAndDelete),
+	// not one the watch stored while it ran.
+	ended sync.Map // Node name → resourceVersion
 }
 
 // Passes counts drain passes (for metrics and tests: a budget that refuses
@@ -113,21 +123,53 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(ControllerName).
 		WatchesMetadata(&corev1.Node{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(predicate.Funcs{
 			CreateFunc: func(e event.CreateEvent) bool { return hasAny(e.Object.GetAnnotations()) },
-			UpdateFunc: func(e event.UpdateEvent) bool {
-				o, n := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
-				for _, k := range maintenanceAnnotations {
-					if o[k] != n[k] {
-						return true
-					}
-				}
-				return false
-			},
-			DeleteFunc: func(event.DeleteEvent) bool { return false },
+			UpdateFunc: func(e event.UpdateEvent) bool { return r.sawUpdate(e.ObjectOld, e.ObjectNew) },
+			// A deleted Node that held a slot frees it: its reconcile
+			// finds it gone and wakes the queue.
+			DeleteFunc: func(e event.DeleteEvent) bool { return holdsSlot(e.Object.GetAnnotations()) },
 		})).
 		Watches(&kbv1.BladeConfig{}, handler.EnqueueRequestsFromMapFunc(r.queuedNodes),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.wake, &handler.EnqueueRequestForObject{})).
 		Complete(r)
+}
+
+// sawUpdate is the watch's view of one Node update: it remembers a request
+// that ended (see Reconciler.ended) and says whether the update concerns
+// maintenance at all.
+func (r *Reconciler) sawUpdate(old, updated client.Object) bool {
+	o, n := old.GetAnnotations(), updated.GetAnnotations()
+	if requests(o) && !requests(n) && !invalid(n) {
+		r.ended.Store(updated.GetName(), updated.GetResourceVersion())
+	}
+	for _, k := range maintenanceAnnotations {
+		if o[k] != n[k] {
+			return true
+		}
+	}
+	return false
+}
+
+// requests says whether the Node asks for maintenance.
+func requests(ann map[string]string) bool {
+	return strings.TrimSpace(ann[kbv1.AnnotationMaintenance]) == "true"
+}
+
+// invalid says whether the request is neither "true", "false" nor absent
+// (it changes nothing).
+func invalid(ann map[string]string) bool {
+	v, has := ann[kbv1.AnnotationMaintenance]
+	v = strings.TrimSpace(v)
+	return has && v != "true" && v != "false"
+}
+
+// holdsSlot says whether the Node counts against maxConcurrent.
+func holdsSlot(ann map[string]string) bool {
+	switch ann[kbv1.AnnotationMaintenanceState] {
+	case kbv1.MaintenanceDraining, kbv1.MaintenanceDrained, kbv1.MaintenanceFailed:
+		return true
+	}
+	return false
 }
 
 func hasAny(ann map[string]string) bool {
@@ -143,18 +185,54 @@ func hasAny(ann map[string]string) bool {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	n := nodemeta.Node()
 	if err := r.Client.Get(ctx, req.NamespacedName, n); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Deleted: a slot it held is free now (admission lists
+			// Nodes from the API server, where it is gone).
+			r.ended.Delete(req.Name)
+			r.wakeQueue(ctx)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	ann := n.GetAnnotations()
-	switch v, has := ann[kbv1.AnnotationMaintenance]; {
-	case has && strings.TrimSpace(v) == "true":
+	mark, toggled := r.ended.Load(n.Name)
+	switch {
+	case requests(ann) && toggled && hasRecords(ann):
+		// "false" then "true" before this reconcile: end the old
+		// maintenance first, as if "false" had been seen on its own;
+		// the patch wakes the Node again for the new request.
+		if err := r.end(ctx, n); err != nil {
+			return ctrl.Result{}, err
+		}
+		r.ended.CompareAndDelete(n.Name, mark)
+		return ctrl.Result{}, nil
+	case requests(ann):
+		if toggled { // an end with nothing to undo
+			r.ended.CompareAndDelete(n.Name, mark)
+		}
 		return r.maintain(ctx, n)
-	case has && strings.TrimSpace(v) != "false":
-		// Invalid: changes nothing (the agent reports InvalidAnnotation).
+	case invalid(ann):
+		// Changes nothing (the agent reports InvalidAnnotation).
 		return ctrl.Result{}, nil
 	default:
-		return ctrl.Result{}, r.end(ctx, n)
+		if err := r.end(ctx, n); err != nil {
+			return ctrl.Result{}, err
+		}
+		if toggled {
+			r.ended.CompareAndDelete(n.Name, mark)
+		}
+		return ctrl.Result{}, nil
 	}
+}
+
+// hasRecords says whether the Node carries an earlier maintenance's
+// records (state, request time, kubeblade's cordon).
+func hasRecords(ann map[string]string) bool {
+	for _, k := range maintenanceAnnotations[1:] {
+		if _, ok := ann[k]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // settings are the maintenance settings of the Node's BladeConfig, or the

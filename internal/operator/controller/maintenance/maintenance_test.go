@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/agent"
@@ -48,11 +50,11 @@ func TestDrainLifecycle(t *testing.T) {
 		t.Errorf("pods left on the drained Node (-want +got):\n%s", diff)
 	}
 	for _, r := range []string{maintenance.EventRequested, maintenance.EventDraining, maintenance.EventDrained} {
-		e.WaitEvent(t, "Node", "life-1", r)
+		e.WaitEventOf(t, corev1.EventTypeNormal, "Node", "life-1", r)
 	}
 
 	annotate(t, e, "life-1", map[string]any{kbv1.AnnotationMaintenance: "false"})
-	note := e.WaitEvent(t, "Node", "life-1", maintenance.EventEnded)
+	note := e.WaitEventOf(t, corev1.EventTypeNormal, "Node", "life-1", maintenance.EventEnded)
 	if !strings.Contains(note, "uncordoned") {
 		t.Errorf("MaintenanceEnded note %q", note)
 	}
@@ -89,7 +91,7 @@ func TestBudgetBlocksThenFailsAndRetryByToggling(t *testing.T) {
 	if !n.Spec.Unschedulable {
 		t.Error("a failed drain uncordoned the Node")
 	}
-	note := e.WaitEvent(t, "Node", "pdb-1", maintenance.EventFailed)
+	note := e.WaitEventOf(t, corev1.EventTypeWarning, "Node", "pdb-1", maintenance.EventFailed)
 	for _, want := range []string{"within 2s", "pdb/db-0 (disruption budget", "pdb/scratch (emptyDir data)", "pdb/hand-made (no controller)"} {
 		if !strings.Contains(note, want) {
 			t.Errorf("DrainFailed note %q does not say %q", note, want)
@@ -111,6 +113,62 @@ func TestBudgetBlocksThenFailsAndRetryByToggling(t *testing.T) {
 	})
 	annotate(t, e, "pdb-1", map[string]any{kbv1.AnnotationMaintenance: "true"})
 	waitState(t, e, "pdb-1", kbv1.MaintenanceDrained)
+}
+
+// TestQuickToggleRetriesAFailedDrain: "false" and "true" written back to
+// back, as a script or an impatient person does, retry a failed drain
+// whether or not the controller reconciled in between (when it did not,
+// its cache holds only "true"; TestToggleCollapsedInTheCache pins that
+// case down).
+func TestQuickToggleRetriesAFailedDrain(t *testing.T) {
+	e := suite.Need(t)
+	kubelet(t, e, "toggle-1")
+	bladeConfig(t, e, "toggle", kbv1.MaintenanceSpec{DrainTimeout: &metav1.Duration{Duration: time.Second}}, "toggle-1")
+	namespace(t, e, "toggle")
+	createPod(t, e, "toggle", "db-0", "toggle-1", replicated, map[string]string{"app": "db"})
+	budget(t, e, "toggle", "db", 0)
+	startOperator(t, e)
+	annotate(t, e, "toggle-1", map[string]any{kbv1.AnnotationMaintenance: "true"})
+	waitState(t, e, "toggle-1", kbv1.MaintenanceFailed)
+
+	setBudget(t, e, "toggle", "db", 1)
+	annotate(t, e, "toggle-1", map[string]any{kbv1.AnnotationMaintenance: "false"})
+	annotate(t, e, "toggle-1", map[string]any{kbv1.AnnotationMaintenance: "true"})
+	if note := e.WaitEventOf(t, corev1.EventTypeNormal, "Node", "toggle-1", maintenance.EventEnded); !strings.Contains(note, "was failed") {
+		t.Errorf("MaintenanceEnded note %q", note)
+	}
+	n := waitState(t, e, "toggle-1", kbv1.MaintenanceDrained)
+	if !n.Spec.Unschedulable {
+		t.Error("the retried drain left the Node schedulable")
+	}
+}
+
+// TestDeletedNodeFreesItsSlot: a Node deleted while it holds the only
+// slot (drained, the blade pulled and its Node removed) lets the queued
+// one start at once, not at the queue's 30 s safety recheck.
+func TestDeletedNodeFreesItsSlot(t *testing.T) {
+	e := suite.Need(t)
+	e.CreateAll(t, optest.Node("gone-1", nil))
+	kubelet(t, e, "gone-2")
+	bladeConfig(t, e, "gone", kbv1.MaintenanceSpec{}, "gone-1", "gone-2")
+	startOperator(t, e)
+	annotate(t, e, "gone-1", map[string]any{kbv1.AnnotationMaintenance: "true"})
+	waitState(t, e, "gone-1", kbv1.MaintenanceDrained)
+	annotate(t, e, "gone-2", map[string]any{kbv1.AnnotationMaintenance: "true"})
+	waitState(t, e, "gone-2", kbv1.MaintenanceQueued)
+
+	if err := e.Client.Delete(optest.Ctx(t), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Well under the 30 s recheck, generous for a loaded machine.
+	testwait.Eventually(t, 15*time.Second, "gone-2 drained after gone-1's deletion", func(ctx context.Context) (bool, string) {
+		n := &corev1.Node{}
+		if err := e.Client.Get(ctx, client.ObjectKey{Name: "gone-2"}, n); err != nil {
+			return false, err.Error()
+		}
+		st := n.Annotations[kbv1.AnnotationMaintenanceState]
+		return st == kbv1.MaintenanceDrained, st
+	})
 }
 
 // TestBudgetHonouredAndRetried: an eviction the budget refuses is asked
@@ -153,11 +211,11 @@ func TestForeignCordonIsNotLifted(t *testing.T) {
 	if _, ours := n.Annotations[kbv1.AnnotationMaintenanceCordoned]; ours {
 		t.Fatal("someone else's cordon recorded as kubeblade's")
 	}
-	if note := e.WaitEvent(t, "Node", "foreign-1", maintenance.EventDraining); !strings.Contains(note, "already cordoned") {
+	if note := e.WaitEventOf(t, corev1.EventTypeNormal, "Node", "foreign-1", maintenance.EventDraining); !strings.Contains(note, "already cordoned") {
 		t.Errorf("Draining note %q", note)
 	}
 	annotate(t, e, "foreign-1", map[string]any{kbv1.AnnotationMaintenance: "false"})
-	if note := e.WaitEvent(t, "Node", "foreign-1", maintenance.EventEnded); !strings.Contains(note, "stays cordoned") {
+	if note := e.WaitEventOf(t, corev1.EventTypeNormal, "Node", "foreign-1", maintenance.EventEnded); !strings.Contains(note, "stays cordoned") {
 		t.Errorf("MaintenanceEnded note %q", note)
 	}
 	if !getNode(t, e, "foreign-1").Spec.Unschedulable {
@@ -180,7 +238,7 @@ func TestOneAtATimeInRequestOrder(t *testing.T) {
 	waitState(t, e, "queue-2", kbv1.MaintenanceQueued)
 	annotate(t, e, "queue-3", map[string]any{kbv1.AnnotationMaintenance: "true"})
 	waitState(t, e, "queue-3", kbv1.MaintenanceQueued)
-	if note := e.WaitEvent(t, "Node", "queue-3", maintenance.EventQueued); !strings.Contains(note, "queue-1") || !strings.Contains(note, "1 ahead") {
+	if note := e.WaitEventOf(t, corev1.EventTypeNormal, "Node", "queue-3", maintenance.EventQueued); !strings.Contains(note, "queue-1") || !strings.Contains(note, "1 ahead") {
 		t.Errorf("MaintenanceQueued note %q", note)
 	}
 	if getNode(t, e, "queue-2").Spec.Unschedulable {
@@ -325,7 +383,7 @@ func TestTwoLongPressesOneAtATime(t *testing.T) {
 	two.waitEdge(t, "press-2 queued", core.LEDState{Pattern: core.PatternSteady, Color: s.MaintenanceColor})
 
 	one.longPress(t)
-	e.WaitEvent(t, "Node", "press-1", maintenance.EventEnded)
+	e.WaitEventOf(t, corev1.EventTypeNormal, "Node", "press-1", maintenance.EventEnded)
 	waitState(t, e, "press-2", kbv1.MaintenanceDrained)
 	two.waitEdge(t, "press-2 safe to pull", core.LEDState{Pattern: core.PatternSteady, Color: s.SafeToPullColor})
 	one.waitEdge(t, "press-1 idle again", core.LEDState{Pattern: core.PatternSteady, Color: s.IdleColor})

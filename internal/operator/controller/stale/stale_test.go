@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -158,7 +159,7 @@ func TestKilledAgentGoesStaleAndRecovers(t *testing.T) {
 	if st, err := printedState(optest.Ctx(t), e, "stale-1"); err != nil || st != "Unknown" {
 		t.Errorf("kubectl get blades STATE = %q, %v; want Unknown", st, err)
 	}
-	note := e.WaitEvent(t, "Node", "stale-1", stale.EventAgentStale)
+	note := e.WaitEventOf(t, corev1.EventTypeWarning, "Node", "stale-1", stale.EventAgentStale)
 	if !strings.Contains(note, "stale-1") {
 		t.Errorf("AgentStale note %q", note)
 	}
