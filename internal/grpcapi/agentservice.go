@@ -41,7 +41,12 @@ func (a *agentService) WatchStatus(_ *agentv1.WatchStatusRequest, stream grpc.Se
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			// The caller's deadline or cancellation, as its status code: a
+			// nil return would reach the client as a clean end of stream
+			// (io.EOF), indistinguishable from the agent ending the watch,
+			// and the server's copy of the deadline can fire a little
+			// before the client's own.
+			return status.FromContextError(ctx.Err()).Err()
 		case <-a.s.o.Agent.Done():
 			return status.Error(codes.Unavailable, "the agent stopped")
 		case ev, ok := <-sub.C():

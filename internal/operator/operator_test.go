@@ -51,7 +51,10 @@ func TestBladeConfigLifecycle(t *testing.T) {
 	low := e.WaitStatus(t, "life-low", func(bc *kbv1.BladeConfig) bool {
 		return meta.IsStatusConditionTrue(bc.Status.Conditions, kbv1.BladeConfigConflict) &&
 			slices.Equal(bc.Status.ConflictingNodes, []string{"life-2"}) && bc.Status.MatchedNodes == 1 &&
-			bc.Status.DaemonSet.Name == agentdaemonset.Name("life-low")
+			bc.Status.DaemonSet.Name == agentdaemonset.Name("life-low") &&
+			// The finalizer controller is independent of the status
+			// controller: its write may land after the status is complete.
+			slices.Contains(bc.Finalizers, kbv1.FinalizerCleanup)
 	})
 	if c := meta.FindStatusCondition(low.Status.Conditions, kbv1.BladeConfigConflict); !strings.Contains(c.Message, "life-2 (life-high)") {
 		t.Errorf("Conflict message %q does not name life-2 (life-high)", c.Message)
