@@ -29,9 +29,9 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.Main(m, testenv.Options{CRDDirs: []string{"config/crd/bases"}}, func(e *testenv.Env) { env = e }))
 }
 
-func TestKubernetesModeStartsWithTheAssignedBladeConfig(t *testing.T) {
-	testenv.Need(t)
-	ctx := context.Background()
+// newClient is a controller-runtime client for the test's Nodes and BladeConfigs.
+func newClient(t *testing.T) client.Client {
+	t.Helper()
 	s := runtime.NewScheme()
 	_ = corev1.AddToScheme(s)
 	_ = v1alpha1.AddToScheme(s)
@@ -39,6 +39,13 @@ func TestKubernetesModeStartsWithTheAssignedBladeConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+func TestKubernetesModeStartsWithTheAssignedBladeConfig(t *testing.T) {
+	testenv.Need(t)
+	ctx := context.Background()
+	c := newClient(t)
 	bc := &v1alpha1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: "boot"}}
 	bc.Spec.Agent.CriticalCelsius = 70
 	bc.Spec.Agent.Hardware.Backend = agentconfigv1.BackendSimulated
@@ -108,13 +115,7 @@ func TestKubernetesModeStartsWithTheAssignedBladeConfig(t *testing.T) {
 func TestKubernetesModeIsNotReadyUntilTheAssignedBladeConfigIsApplied(t *testing.T) {
 	testenv.Need(t)
 	ctx := context.Background()
-	s := runtime.NewScheme()
-	_ = corev1.AddToScheme(s)
-	_ = v1alpha1.AddToScheme(s)
-	c, err := client.New(env.Config, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClient(t)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "late-blade", Labels: map[string]string{v1alpha1.LabelConfig: "late"}}}
 	if err := c.Create(ctx, node); err != nil {
 		t.Fatal(err)
