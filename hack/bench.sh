@@ -84,10 +84,11 @@ table=$(cat <<EOF
 | annotation → hardware p50 / p99 | $(metric BenchmarkAnnotationToHardware p50-ms) / $(metric BenchmarkAnnotationToHardware p99-ms) ms | p99 ≤ 200 ms |
 | button → stored Event p50 / p99 | $(metric BenchmarkButtonToStoredEvent p50-ms) / $(metric BenchmarkButtonToStoredEvent p99-ms) ms | p99 ≤ 200 ms |
 | API writes per agent, constant temperature | $(metric BenchmarkWritesPerHour writes/hour) per hour | ≤ 15 |
-| fleet of $(fleet agents): all Blade objects exist | $(fleet blades_s) s (all report config gen 1: $(fleet gen1_s) s) | |
+| fleet of $(fleet agents): all Blade objects created (API server acknowledged) | $(fleet created_s) s after the first agent started (seen by a watch: $(fleet blades_s) s; all report config gen 1: $(fleet gen1_s) s) | ≤ 5 s |
 | fleet: BladeConfig change applied by all | $(fleet config_s) s | ≤ 10 s |
 | fleet: API writes at steady state | $(fleet writes_per_min)/min = $(fleet writes_per_blade_5min) per blade per 5 min (${fwin} s window) | ≤ 1 per blade per 5 min |
 | fleet: memory per agent | $(fleet heap_kib) KiB heap in use, $(fleet sys_kib) KiB runtime Sys | |
+| fleet: API server / etcd memory at the end | $(fleet apiserver_rss_mib) / $(fleet etcd_rss_mib) MiB resident (peak $(fleet apiserver_peak_mib) / $(fleet etcd_peak_mib) MiB) | |
 | fleet: CPU at steady state, all agents | $(fleet cpu_pct) % of one core | |
 | fleet, fan-peer pairs: API writes at steady state | $(fleet writes_per_min fleet-peers)/min = $(fleet writes_per_blade_5min fleet-peers) per blade per 5 min | ≤ 1 per blade per 5 min more than without |
 | fleet: $(fleet killed fleet-stale) agents killed at once, all marked stale | $(fleet stale_after_kill_s fleet-stale) s after the kill (worst $(fleet stale_after_heartbeat_s fleet-stale) s after a last heartbeat), heartbeat ${BENCH_STALE_HEARTBEAT:-30s} | ≤ 3 heartbeats + 10 s |

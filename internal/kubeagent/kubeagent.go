@@ -37,6 +37,7 @@ import (
 const (
 	DefaultHeartbeat   = 5 * time.Minute
 	DefaultMinInterval = time.Minute
+	DefaultConfigGrace = 10 * time.Second
 )
 
 // Options configure the Kubernetes side of one agent.
@@ -55,7 +56,10 @@ type Options struct {
 	Heartbeat time.Duration
 	// MinInterval is the shortest time between writes caused only by
 	// temperature drift; state changes are written at once.
-	MinInterval   time.Duration
+	MinInterval time.Duration
+	// ConfigGrace is how long the first Blade status waits for the
+	// assigned BladeConfig to be read (default DefaultConfigGrace).
+	ConfigGrace   time.Duration
 	EventCapacity int
 	Clock         clock.WithTicker
 	Logger        *slog.Logger
@@ -70,6 +74,9 @@ type Stats struct {
 	Requests uint64
 	// Connected is false while the last API request failed.
 	Connected bool
+	// BladeCreated is when the API server acknowledged the Blade's
+	// creation in this run (zero until then).
+	BladeCreated time.Time
 }
 
 // Reporter is the running Kubernetes side of one agent.
@@ -90,6 +97,8 @@ type Reporter struct {
 	writes   atomic.Uint64
 	requests atomic.Uint64
 	failing  atomic.Bool
+	// bladeCreated is when this run's Blade creation was acknowledged.
+	bladeCreated atomic.Pointer[time.Time]
 	// configApplied is set once the first config has been applied.
 	configApplied atomic.Bool
 
@@ -106,6 +115,7 @@ type Reporter struct {
 	lastBlade  *v1alpha1.BladeStatus
 	lastWrite  time.Time
 	created    bool
+	started    time.Time // when Run started: Options.ConfigGrace counts from it
 	retryAt    time.Time
 	backoff    time.Duration
 
@@ -129,6 +139,9 @@ func New(o Options) (*Reporter, error) {
 	}
 	if o.MinInterval <= 0 {
 		o.MinInterval = DefaultMinInterval
+	}
+	if o.ConfigGrace <= 0 {
+		o.ConfigGrace = DefaultConfigGrace
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -174,7 +187,11 @@ func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 
 // Stats returns the counters.
 func (r *Reporter) Stats() Stats {
-	return Stats{Events: r.events.Stats(), Writes: r.writes.Load(), Requests: r.requests.Load(), Connected: !r.failing.Load()}
+	st := Stats{Events: r.events.Stats(), Writes: r.writes.Load(), Requests: r.requests.Load(), Connected: !r.failing.Load()}
+	if t := r.bladeCreated.Load(); t != nil {
+		st.BladeCreated = *t
+	}
+	return st
 }
 
 // Run reports until ctx ends.
@@ -197,6 +214,7 @@ func (r *Reporter) Run(ctx context.Context) error {
 		<-evDone
 	}()
 
+	r.started = r.clk.Now()
 	timer := r.clk.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -453,6 +471,13 @@ func (r *Reporter) sync(ctx context.Context, now time.Time) time.Time {
 	err := r.syncNode(ctx, st, now)
 	due := far
 	if err == nil {
+		if r.applied == nil && r.cfgWatch != nil && r.cfgWatch.synced() {
+			// Listed but not yet handed to onConfig (the loop's select
+			// picked another ready channel first): apply it now, so the
+			// first status carries it.
+			r.onConfig(ctx)
+			st = r.o.Agent.Status()
+		}
 		due, err = r.syncBlade(ctx, st, now)
 	}
 	if err != nil {
@@ -533,6 +558,17 @@ func (r *Reporter) syncBlade(ctx context.Context, st agent.Status, now time.Time
 	if r.lastBlade != nil {
 		prev = r.lastBlade.Conditions
 	}
+	if r.lastBlade == nil && r.awaitingConfig() && now.Before(r.started.Add(r.o.ConfigGrace)) {
+		// The first status waits for the assigned BladeConfig, which the
+		// config watch delivers one round trip after the Node: written
+		// before it, the status would be written again at once with the
+		// config's generation (two status writes per blade at every
+		// start). The Blade itself exists already.
+		if err := r.createBlade(ctx); err != nil {
+			return now, err
+		}
+		return r.started.Add(r.o.ConfigGrace), nil
+	}
 	next := bladeStatus(r.o.NodeName, st, r.applied, prev, now)
 	next.HeartbeatPeriodSeconds = int32(max(r.o.Heartbeat/time.Second, 1))
 	change := classify(r.lastBlade, next)
@@ -552,28 +588,15 @@ func (r *Reporter) syncBlade(ctx context.Context, st agent.Status, now time.Time
 	return due, nil
 }
 
+// awaitingConfig reports whether the Node names a BladeConfig that the
+// config watch has not listed yet.
+func (r *Reporter) awaitingConfig() bool {
+	return r.applied == nil && r.cfgWatch != nil && !r.cfgWatch.synced()
+}
+
 func (r *Reporter) writeBlade(ctx context.Context, bs v1alpha1.BladeStatus, now time.Time) error {
-	if !r.created {
-		// The Blade is owned by its Node, so it is garbage-collected
-		// with it.
-		meta := map[string]any{
-			"apiVersion": v1alpha1.GroupVersion.String(),
-			"kind":       "Blade",
-			"metadata": map[string]any{
-				"name": r.o.NodeName,
-				"ownerReferences": []any{map[string]any{
-					"apiVersion": "v1", "kind": "Node", "name": r.node.Name, "uid": string(r.node.UID),
-				}},
-			},
-		}
-		body, err := json.Marshal(meta)
-		if err != nil {
-			return err
-		}
-		if _, err := r.c.Blades.Patch(ctx, r.o.NodeName, types.ApplyPatchType, body, applyOptions); err != nil {
-			return fmt.Errorf("creating Blade: %w", err)
-		}
-		r.created = true
+	if err := r.createBlade(ctx); err != nil {
+		return err
 	}
 	t := metav1.NewTime(now)
 	bs.HeartbeatTime = &t
@@ -591,5 +614,33 @@ func (r *Reporter) writeBlade(ctx context.Context, bs v1alpha1.BladeStatus, now 
 	}
 	r.lastBlade = &bs
 	r.lastWrite = now
+	return nil
+}
+
+// createBlade creates the Blade, once per Run. The Blade is owned by its
+// Node, so it is garbage-collected with it.
+func (r *Reporter) createBlade(ctx context.Context) error {
+	if r.created {
+		return nil
+	}
+	body, err := json.Marshal(map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(),
+		"kind":       "Blade",
+		"metadata": map[string]any{
+			"name": r.o.NodeName,
+			"ownerReferences": []any{map[string]any{
+				"apiVersion": "v1", "kind": "Node", "name": r.node.Name, "uid": string(r.node.UID),
+			}},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := r.c.Blades.Patch(ctx, r.o.NodeName, types.ApplyPatchType, body, applyOptions); err != nil {
+		return fmt.Errorf("creating Blade: %w", err)
+	}
+	r.created = true
+	t := r.clk.Now()
+	r.bladeCreated.Store(&t)
 	return nil
 }

@@ -6,7 +6,12 @@ package benchenv
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -110,4 +115,74 @@ func CreateNodes(ctx context.Context, c client.Client, workers int, nodes []*cor
 	close(ch)
 	wg.Wait()
 	return first
+}
+
+// Memory is a process's resident memory, in KiB.
+type Memory struct {
+	// RSS is resident now; Peak is the most it has been (VmHWM).
+	RSS, Peak int64
+}
+
+// ControlPlaneMemory reads the resident memory of this Env's kube-apiserver
+// and etcd from /proc: the processes whose command lines name the API
+// server's port and etcd's client URL.
+func (e *Env) ControlPlaneMemory() (apiserver, etcd Memory, err error) {
+	u, err := url.Parse(e.Config.Host)
+	if err != nil {
+		return Memory{}, Memory{}, err
+	}
+	apiArg := "--secure-port=" + u.Port()
+	var etcdArg string
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	cmdlines := map[string][]string{}
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		cmdlines[filepath.Dir(p)] = args
+		if filepath.Base(args[0]) == "kube-apiserver" && slices.Contains(args, apiArg) {
+			if apiserver, err = readMemory(filepath.Dir(p)); err != nil {
+				return Memory{}, Memory{}, err
+			}
+			for _, a := range args {
+				if v, ok := strings.CutPrefix(a, "--etcd-servers="); ok {
+					etcdArg = "--listen-client-urls=" + v
+				}
+			}
+		}
+	}
+	if apiserver.RSS == 0 || etcdArg == "" {
+		return Memory{}, Memory{}, fmt.Errorf("no kube-apiserver process with %s", apiArg)
+	}
+	for dir, args := range cmdlines {
+		if filepath.Base(args[0]) == "etcd" && slices.Contains(args, etcdArg) {
+			etcd, err = readMemory(dir)
+			return apiserver, etcd, err
+		}
+	}
+	return apiserver, Memory{}, fmt.Errorf("no etcd process with %s", etcdArg)
+}
+
+func readMemory(procDir string) (Memory, error) {
+	b, err := os.ReadFile(filepath.Join(procDir, "status"))
+	if err != nil {
+		return Memory{}, err
+	}
+	var m Memory
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 {
+			continue
+		}
+		v, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			m.RSS = v
+		case "VmHWM:":
+			m.Peak = v
+		}
+	}
+	return m, nil
 }

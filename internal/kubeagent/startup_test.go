@@ -1,0 +1,191 @@
+package kubeagent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+
+	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
+	"github.com/kubeblade/kubeblade/api/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
+	"github.com/kubeblade/kubeblade/internal/testwait"
+)
+
+// bladeRequests records the agent's requests to Blades and can refuse its
+// BladeConfig lists, for the start-up tests.
+type bladeRequests struct {
+	rt           http.RoundTripper
+	refuseConfig bool
+
+	mu     sync.Mutex
+	status []string // bodies of the Blade status writes, in order
+}
+
+func (b *bladeRequests) RoundTrip(req *http.Request) (*http.Response, error) {
+	if b.refuseConfig && strings.Contains(req.URL.Path, "/bladeconfigs") {
+		return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{"Content-Type": {"text/plain"}},
+			Body: io.NopCloser(strings.NewReader("refused by the test")), Request: req}, nil
+	}
+	if req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/status") && strings.Contains(req.URL.Path, "/blades/") {
+		body, err := req.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		data, err := io.ReadAll(body)
+		if err != nil {
+			return nil, err
+		}
+		b.mu.Lock()
+		b.status = append(b.status, string(data))
+		b.mu.Unlock()
+	}
+	return b.rt.RoundTrip(req)
+}
+
+func (b *bladeRequests) statusWrites() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.status...)
+}
+
+func (b *bladeRequests) wrap(ro *Options) {
+	ro.Config = rest.CopyConfig(ro.Config)
+	ro.Config.Wrap(func(rt http.RoundTripper) http.RoundTripper { b.rt = rt; return b })
+}
+
+// labelledNode creates the Node of an agent about to start, already
+// assigned to BladeConfig config, as the operator leaves it.
+func labelledNode(t *testing.T, name, config string) {
+	t.Helper()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		"kubernetes.io/arch": "arm64", v1alpha1.LabelConfig: config,
+	}}}
+	if err := need(t).k8s.Create(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An agent that starts on a Node assigned to a BladeConfig writes its
+// Blade status once, with that config in it, not first without it and
+// again a moment later (two status writes per blade per start, a
+// thousand extra writes when a rack starts at once).
+func TestFirstStatusCarriesTheAssignedConfig(t *testing.T) {
+	k8s := need(t).k8s
+	bc := &v1alpha1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: "first-status"}}
+	if err := k8s.Create(context.Background(), bc); err != nil {
+		t.Fatal(err)
+	}
+	labelledNode(t, "first-status", "first-status")
+	rec := &bladeRequests{}
+	b := startBlade(t, "first-status", func(_ *simulated.Options, _ *agentconfigv1.AgentConfig, ro *Options) { rec.wrap(ro) })
+	testwait.Eventually(t, waitTimeout, "Blade reports the config", func(context.Context) (bool, string) {
+		bl, err := b.getBlade()
+		if err != nil || bl.Status.Config == nil {
+			return false, fmt.Sprint(err)
+		}
+		return bl.Status.Config.Name == "first-status" && bl.Status.Config.Generation == 1, fmt.Sprintf("%+v", bl.Status.Config)
+	})
+	// The start-up Events are the last of the start-up writes.
+	b.waitEvent("ConfigApplied")
+	writes := rec.statusWrites()
+	if len(writes) != 1 {
+		t.Fatalf("%d Blade status writes at start, want 1:\n%s", len(writes), strings.Join(writes, "\n"))
+	}
+	if !strings.Contains(writes[0], `"config":{"name":"first-status","generation":1}`) {
+		t.Errorf("the first status write lacks the config: %s", writes[0])
+	}
+}
+
+// When the assigned BladeConfig cannot be read, the Blade status does not
+// wait for it for ever: after Options.ConfigGrace it is written with the
+// local config, and the Blade exists from the start.
+func TestFirstStatusWaitsForTheConfigOnlySoLong(t *testing.T) {
+	labelledNode(t, "config-refused", "never-readable")
+	rec := &bladeRequests{refuseConfig: true}
+	b := startBlade(t, "config-refused", func(_ *simulated.Options, _ *agentconfigv1.AgentConfig, ro *Options) {
+		rec.wrap(ro)
+		ro.ConfigGrace = 300 * time.Millisecond
+	})
+	testwait.Eventually(t, waitTimeout, "Blade created", func(context.Context) (bool, string) {
+		_, err := b.getBlade()
+		return err == nil, fmt.Sprint(err)
+	})
+	testwait.Eventually(t, waitTimeout, "status written after the grace", func(context.Context) (bool, string) {
+		bl, err := b.getBlade()
+		if err != nil {
+			return false, err.Error()
+		}
+		return bl.Status.State != "", fmt.Sprintf("%+v", bl.Status)
+	})
+	bl, _ := b.getBlade()
+	if bl.Status.Config != nil {
+		t.Errorf("status reports config %+v, which was never read", bl.Status.Config)
+	}
+	if since := b.rep.Stats().BladeCreated; since.IsZero() {
+		t.Error("Stats().BladeCreated is zero after the Blade was created")
+	}
+}
+
+// fakeLister records what the named watch asks the API server for.
+type fakeLister struct {
+	mu      sync.Mutex
+	lists   []metav1.ListOptions
+	watches []metav1.ListOptions
+	w       *watch.FakeWatcher
+}
+
+func (f *fakeLister) List(_ context.Context, o metav1.ListOptions) (*corev1.NodeList, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lists = append(f.lists, o)
+	return &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: "7"},
+		Items: []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n", ResourceVersion: "7"}}}}, nil
+}
+
+func (f *fakeLister) Watch(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.watches = append(f.watches, o)
+	return f.w, nil
+}
+
+// The agent's named watches list first (resourceVersion 0: the API
+// server's cache as it stands) and watch from there, instead of
+// client-go's streaming list, whose consistent initial state waits for the
+// watch cache to catch up with etcd: seconds, when a rack starts at once.
+func TestNamedWatchListsThenWatches(t *testing.T) {
+	f := &fakeLister{w: watch.NewFake()}
+	w := newObjectWatch[*corev1.NodeList](context.Background(), f, &corev1.Node{}, "n")
+	defer w.stop()
+	select {
+	case <-w.changed:
+	case <-time.After(waitTimeout):
+		t.Fatal("the watch never delivered the listed Node")
+	}
+	if n, ok := w.get().(*corev1.Node); !ok || n.Name != "n" {
+		t.Fatalf("get() = %v, want the listed Node", w.get())
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.lists) != 1 {
+		t.Fatalf("%d lists, want 1 (a streaming list would be a watch)", len(f.lists))
+	}
+	if l := f.lists[0]; l.ResourceVersion != "0" || l.FieldSelector != "metadata.name=n" {
+		t.Errorf("list options = %+v, want resourceVersion 0 and the name selector", l)
+	}
+	for _, o := range f.watches {
+		if o.SendInitialEvents != nil && *o.SendInitialEvents {
+			t.Errorf("watch asked for initial events: %+v", o)
+		}
+	}
+}
