@@ -187,11 +187,16 @@ func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 
 // Stats returns the counters.
 func (r *Reporter) Stats() Stats {
-	st := Stats{Events: r.events.Stats(), Writes: r.writes.Load(), Requests: r.requests.Load(), Connected: !r.failing.Load()}
+	return Stats{Events: r.events.Stats(), Writes: r.writes.Load(), Requests: r.requests.Load(), Connected: !r.failing.Load(),
+		BladeCreated: r.BladeCreated()}
+}
+
+// BladeCreated is Stats().BladeCreated, without the other counters.
+func (r *Reporter) BladeCreated() time.Time {
 	if t := r.bladeCreated.Load(); t != nil {
-		st.BladeCreated = *t
+		return *t
 	}
-	return st
+	return time.Time{}
 }
 
 // Run reports until ctx ends.

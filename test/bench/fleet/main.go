@@ -89,14 +89,15 @@ type blade struct {
 
 func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, heartbeat time.Duration, kill int) error {
 	klog.SetLogger(logr.Discard())
-	// The API server's in-flight limits are raised: every agent holds two
-	// watches and starts with a burst of writes. The harness's client is in
+	// The API server's in-flight limits are raised with the fleet: every
+	// agent starts with a burst of reads and writes, and past the limits
+	// the API server answers 429 and the agents back off (seconds each). The harness's client is in
 	// system:masters, which API Priority and Fairness exempts, so these
 	// flags are the limits that matter.
 	env, err := benchenv.Start(benchenv.Options{
 		APIServerFlags: map[string]string{
-			"max-requests-inflight":          "3000",
-			"max-mutating-requests-inflight": "1000",
+			"max-requests-inflight":          strconv.Itoa(max(3000, 3*n)),
+			"max-mutating-requests-inflight": strconv.Itoa(max(1000, n)),
 		},
 		AdminQPS: 2000, AdminBurst: 4000,
 	})
@@ -188,11 +189,24 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 	// the harness's watch had seen them all. Under a write storm the
 	// second trails the first: the API server's watch cache, which serves
 	// every watch, falls behind etcd.
-	tCreated, err := waitFor(ctx, timeout, func() bool { return lastCreated(fleet) != nil })
+	progress := time.Now()
+	var tCreated time.Duration
+	_, err = waitFor(ctx, timeout, func() bool {
+		created, last := lastCreated(fleet)
+		if created < n && time.Since(progress) >= 15*time.Second {
+			progress = time.Now()
+			seen, _ := blades.count(0)
+			fmt.Printf("  %s: %d Blades created, %d seen by the watch\n", time.Since(start).Round(time.Second), created, seen)
+		}
+		if created == n {
+			tCreated = last.Sub(start)
+		}
+		return created == n
+	})
 	if err != nil {
-		return fmt.Errorf("not all %d Blades created after %s", n, timeout)
+		created, _ := lastCreated(fleet)
+		return fmt.Errorf("only %d of %d Blades created after %s", created, n, timeout)
 	}
-	tCreated = lastCreated(fleet).Sub(start)
 	fmt.Printf("all %d Blade objects created (API server acknowledged) %s after the agents started\n", n, tCreated.Round(time.Millisecond))
 	tBlades, err := waitFor(ctx, timeout, func() bool { c, _ := blades.count(0); return c >= n })
 	if err != nil {
@@ -392,20 +406,20 @@ func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) (time
 	return time.Since(start), nil
 }
 
-// lastCreated returns the latest Blade creation time in the fleet, or nil
-// while some Blade is not created yet.
-func lastCreated(fleet []blade) *time.Time {
-	var last time.Time
+// lastCreated returns how many of the fleet's Blades are created and when
+// the latest of them was.
+func lastCreated(fleet []blade) (created int, last time.Time) {
 	for _, b := range fleet {
-		t := b.rep.Stats().BladeCreated
+		t := b.rep.BladeCreated()
 		if t.IsZero() {
-			return nil
+			continue
 		}
+		created++
 		if t.After(last) {
 			last = t
 		}
 	}
-	return &last
+	return created, last
 }
 
 func writes(fleet []blade) uint64 {
