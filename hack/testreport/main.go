@@ -269,7 +269,7 @@ func (r *report) write(w io.Writer) (problems []string) {
 			}
 		}
 	}
-	fmt.Fprintf(w, "%-22s %9s %7d %7d %7d %8d\n", "total", dur(total), all.passed+all.failed+all.skipped, all.passed, all.failed, all.skipped)
+	fmt.Fprintf(w, "%-22s %9s %7d %7d %7d %8d\n", "total (step sum)", dur(total), all.passed+all.failed+all.skipped, all.passed, all.failed, all.skipped)
 
 	// The closing line of each suite, in the form every suite's own runner
 	// prints it (the guest's console, the real-kubelet suite), which the
