@@ -291,13 +291,14 @@ func (r *Reporter) onConfig(ctx context.Context) {
 		return
 	}
 	key := fmt.Sprintf("%s/%d", bc.Name, bc.Generation)
+	if key == r.badConfig {
+		return // refused already: said once, in an Event and the log
+	}
 	cfg, err := config.FromSpec(bc.Spec.Agent, r.o.Environ)
 	if err != nil {
-		if r.badConfig != key {
-			r.badConfig = key
-			r.events.Record(core.Event{Reason: kubeevents.ReasonInvalidConfig, Warning: true, Time: r.clk.Now(),
-				Message: fmt.Sprintf("BladeConfig %s generation %d is invalid and was not applied: %v", bc.Name, bc.Generation, err)})
-		}
+		r.badConfig = key
+		r.events.Record(core.Event{Reason: kubeevents.ReasonInvalidConfig, Warning: true, Time: r.clk.Now(),
+			Message: fmt.Sprintf("BladeConfig %s generation %d is invalid and was not applied: %v", bc.Name, bc.Generation, err)})
 		r.log.Error("BladeConfig refused; keeping the running config", "bladeConfig", bc.Name, "generation", bc.Generation, "err", err)
 		return
 	}
@@ -476,10 +477,12 @@ func (r *Reporter) sync(ctx context.Context, now time.Time) time.Time {
 	err := r.syncNode(ctx, st, now)
 	due := far
 	if err == nil {
-		if r.applied == nil && r.cfgWatch != nil && r.cfgWatch.synced() {
+		if r.applied == nil && r.badConfig == "" && r.cfgWatch != nil && r.cfgWatch.synced() {
 			// Listed but not yet handed to onConfig (the loop's select
 			// picked another ready channel first): apply it now, so the
-			// first status carries it.
+			// first status carries it. A config already refused is not
+			// tried (and logged) again at every sync; its next
+			// generation comes through the watch.
 			r.onConfig(ctx)
 			st = r.o.Agent.Status()
 		}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -189,3 +191,63 @@ func TestNamedWatchListsThenWatches(t *testing.T) {
 		}
 	}
 }
+
+// A Node assigned to a BladeConfig the agent must refuse (here every
+// config is made invalid by a bad KUBEBLADE_ override, which the agent lays
+// over each one) still gets its Blade status at start, with the local
+// config, and one InvalidConfig Event, not one per sync.
+func TestRefusedConfigAtStartIsReportedOnce(t *testing.T) {
+	k8s := need(t).k8s
+	bc := &v1alpha1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: "refused-at-start"}}
+	if err := k8s.Create(context.Background(), bc); err != nil {
+		t.Fatal(err)
+	}
+	labelledNode(t, "refused-at-start", "refused-at-start")
+	refusals := &countingHandler{msg: "BladeConfig refused; keeping the running config"}
+	b := startBlade(t, "refused-at-start", func(_ *simulated.Options, _ *agentconfigv1.AgentConfig, ro *Options) {
+		ro.Environ = []string{"KUBEBLADE_LEDS_IDLE_COLOR=not-a-colour"}
+		ro.Logger = slog.New(refusals)
+		ro.Heartbeat = 200 * time.Millisecond // many syncs while the test watches
+	})
+	b.waitEvent("InvalidConfig")
+	testwait.Eventually(t, waitTimeout, "status written with the local config", func(context.Context) (bool, string) {
+		bl, err := b.getBlade()
+		if err != nil {
+			return false, err.Error()
+		}
+		return bl.Status.State != "" && bl.Status.Config == nil, fmt.Sprintf("%+v", bl.Status.Config)
+	})
+	// Several heartbeats later (each a sync) there is still one Event, not
+	// a series: the refused generation is not tried again.
+	first := b.rep.Stats().Writes
+	testwait.Eventually(t, waitTimeout, "three more heartbeats", func(context.Context) (bool, string) {
+		w := b.rep.Stats().Writes
+		return w >= first+3, fmt.Sprintf("%d writes since", w-first)
+	})
+	evs := b.events("InvalidConfig")
+	if len(evs) != 1 || evs[0].DeprecatedCount > 1 || (evs[0].Series != nil && evs[0].Series.Count > 1) {
+		t.Errorf("InvalidConfig Events = %+v, want one, reported once", evs)
+	}
+	if n := refusals.n.Load(); n != 1 {
+		t.Errorf("the refusal was logged %d times, want once", n)
+	}
+}
+
+// countingHandler counts the log records with message msg.
+type countingHandler struct {
+	msg string
+	n   atomic.Int64
+}
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.n.Add(1)
+	}
+	return nil
+}
+
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+
+func (h *countingHandler) WithGroup(string) slog.Handler { return h }
