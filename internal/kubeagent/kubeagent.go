@@ -477,12 +477,11 @@ func (r *Reporter) sync(ctx context.Context, now time.Time) time.Time {
 	err := r.syncNode(ctx, st, now)
 	due := far
 	if err == nil {
-		if r.applied == nil && r.badConfig == "" && r.cfgWatch != nil && r.cfgWatch.synced() {
+		if r.applied == nil && r.cfgWatch != nil && r.cfgWatch.synced() {
 			// Listed but not yet handed to onConfig (the loop's select
 			// picked another ready channel first): apply it now, so the
-			// first status carries it. A config already refused is not
-			// tried (and logged) again at every sync; its next
-			// generation comes through the watch.
+			// first status carries it. (onConfig skips a generation it
+			// refused already.)
 			r.onConfig(ctx)
 			st = r.o.Agent.Status()
 		}

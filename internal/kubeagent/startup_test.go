@@ -77,17 +77,22 @@ func labelledNode(t *testing.T, name, config string) {
 	}
 }
 
+// configuredNode creates BladeConfig name and the Node name assigned to it.
+func configuredNode(t *testing.T, name string) {
+	t.Helper()
+	bc := &v1alpha1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := need(t).k8s.Create(context.Background(), bc); err != nil {
+		t.Fatal(err)
+	}
+	labelledNode(t, name, name)
+}
+
 // An agent that starts on a Node assigned to a BladeConfig writes its
 // Blade status once, with that config in it, not first without it and
 // again a moment later (two status writes per blade per start, a
 // thousand extra writes when a rack starts at once).
 func TestFirstStatusCarriesTheAssignedConfig(t *testing.T) {
-	k8s := need(t).k8s
-	bc := &v1alpha1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: "first-status"}}
-	if err := k8s.Create(context.Background(), bc); err != nil {
-		t.Fatal(err)
-	}
-	labelledNode(t, "first-status", "first-status")
+	configuredNode(t, "first-status")
 	rec := &bladeRequests{}
 	b := startBlade(t, "first-status", func(_ *simulated.Options, _ *agentconfigv1.AgentConfig, ro *Options) { rec.wrap(ro) })
 	testwait.Eventually(t, waitTimeout, "Blade reports the config", func(context.Context) (bool, string) {
@@ -197,12 +202,7 @@ func TestNamedWatchListsThenWatches(t *testing.T) {
 // over each one) still gets its Blade status at start, with the local
 // config, and one InvalidConfig Event, not one per sync.
 func TestRefusedConfigAtStartIsReportedOnce(t *testing.T) {
-	k8s := need(t).k8s
-	bc := &v1alpha1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: "refused-at-start"}}
-	if err := k8s.Create(context.Background(), bc); err != nil {
-		t.Fatal(err)
-	}
-	labelledNode(t, "refused-at-start", "refused-at-start")
+	configuredNode(t, "refused-at-start")
 	refusals := &countingHandler{msg: "BladeConfig refused; keeping the running config"}
 	b := startBlade(t, "refused-at-start", func(_ *simulated.Options, _ *agentconfigv1.AgentConfig, ro *Options) {
 		ro.Environ = []string{"KUBEBLADE_LEDS_IDLE_COLOR=not-a-colour"}
