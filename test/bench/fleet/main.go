@@ -91,9 +91,9 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 	klog.SetLogger(logr.Discard())
 	// The API server's in-flight limits are raised with the fleet: every
 	// agent starts with a burst of reads and writes, and past the limits
-	// the API server answers 429 and the agents back off (seconds each). The harness's client is in
-	// system:masters, which API Priority and Fairness exempts, so these
-	// flags are the limits that matter.
+	// the API server answers 429 and the agents back off (seconds each).
+	// The harness's client is in system:masters, which API Priority and
+	// Fairness exempts, so these flags are the limits that matter.
 	env, err := benchenv.Start(benchenv.Options{
 		APIServerFlags: map[string]string{
 			"max-requests-inflight":          strconv.Itoa(max(3000, 3*n)),
@@ -208,12 +208,11 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 		return fmt.Errorf("only %d of %d Blades created after %s", created, n, timeout)
 	}
 	fmt.Printf("all %d Blade objects created (API server acknowledged) %s after the agents started\n", n, tCreated.Round(time.Millisecond))
-	tBlades, err := waitFor(ctx, timeout, func() bool { c, _ := blades.count(0); return c >= n })
-	if err != nil {
+	if _, err := waitFor(ctx, timeout, func() bool { c, _ := blades.count(0); return c >= n }); err != nil {
 		c, _ := blades.count(0)
 		return fmt.Errorf("only %d of %d Blades after %s", c, n, timeout)
 	}
-	tBlades = time.Since(start)
+	tBlades := time.Since(start)
 	fmt.Printf("all %d Blade objects seen by the harness's watch %s after the agents started\n", n, tBlades.Round(time.Millisecond))
 	_, err = waitFor(ctx, timeout, func() bool { _, c := blades.count(1); return c >= n })
 	tGen1 := time.Since(start)
@@ -275,8 +274,12 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 	memAfter := memStats()
 	heapPer := float64(memAfter.HeapInuse-memBefore.HeapInuse) / float64(n) / 1024
 	sysPer := float64(memAfter.Sys-memBefore.Sys) / float64(n) / 1024
+	self, err := benchenv.SelfMemory()
+	if err != nil {
+		return err
+	}
 	fmt.Printf("memory per agent: heap in use %.1f KiB, runtime Sys %.1f KiB (process RSS %.1f MiB, %d goroutines)\n",
-		heapPer, sysPer, float64(rssKiB())/1024, runtime.NumGoroutine())
+		heapPer, sysPer, benchenv.MiB(self.RSS), runtime.NumGoroutine())
 	if e := runErr.Load(); e != nil {
 		return e.(error)
 	}
@@ -286,10 +289,10 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 		return err
 	}
 	fmt.Printf("control plane memory: kube-apiserver %.0f MiB resident (peak %.0f MiB), etcd %.0f MiB (peak %.0f MiB)\n",
-		mib(api.RSS), mib(api.Peak), mib(etcd.RSS), mib(etcd.Peak))
+		benchenv.MiB(api.RSS), benchenv.MiB(api.Peak), benchenv.MiB(etcd.RSS), benchenv.MiB(etcd.Peak))
 	fmt.Printf("fleet-result fan_peers=%t agents=%d created_s=%.2f blades_s=%.2f gen1_s=%.2f config_s=%.2f writes_per_min=%.1f writes_per_blade_5min=%.3f window_s=%.0f heap_kib=%.1f sys_kib=%.1f cpu_pct=%.1f killed=%d stale_after_kill_s=%.1f stale_after_heartbeat_s=%.1f apiserver_rss_mib=%.0f apiserver_peak_mib=%.0f etcd_rss_mib=%.0f etcd_peak_mib=%.0f\n",
 		fanPeers, n, tCreated.Seconds(), tBlades.Seconds(), tGen1.Seconds(), tConfig.Seconds(), perMin, perBlade,
-		elapsed.Seconds(), heapPer, sysPer, cpuPct, kill, staleS, staleHbS, mib(api.RSS), mib(api.Peak), mib(etcd.RSS), mib(etcd.Peak))
+		elapsed.Seconds(), heapPer, sysPer, cpuPct, kill, staleS, staleHbS, benchenv.MiB(api.RSS), benchenv.MiB(api.Peak), benchenv.MiB(etcd.RSS), benchenv.MiB(etcd.Peak))
 	return nil
 }
 
@@ -448,20 +451,4 @@ func processCPU() time.Duration {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * time.Second / 100 // USER_HZ is 100 on Linux
-}
-
-func mib(kib int64) float64 { return float64(kib) / 1024 }
-
-func rssKiB() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "VmRSS:") {
-			v, _ := strconv.ParseInt(strings.Fields(l)[1], 10, 64)
-			return v
-		}
-	}
-	return 0
 }

@@ -15,7 +15,6 @@ import (
 	"os"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -259,8 +258,12 @@ func run(nNodes int, steady time.Duration, qps float32, burst int, timeout time.
 	if err != nil {
 		return err
 	}
+	self, err := benchenv.SelfMemory()
+	if err != nil {
+		return err
+	}
 	fmt.Printf("memory: operator heap in use %.1f MiB (process RSS %.1f MiB); kube-apiserver %.0f MiB resident (peak %.0f), etcd %.0f MiB (peak %.0f)\n",
-		float64(heapInUse()-memBefore)/(1<<20), float64(rssKiB())/1024, float64(api.RSS)/1024, float64(api.Peak)/1024, float64(etcd.RSS)/1024, float64(etcd.Peak)/1024)
+		float64(heapInUse()-memBefore)/(1<<20), benchenv.MiB(self.RSS), benchenv.MiB(api.RSS), benchenv.MiB(api.Peak), benchenv.MiB(etcd.RSS), benchenv.MiB(etcd.Peak))
 	return nil
 }
 
@@ -283,18 +286,4 @@ func heapInUse() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapInuse
-}
-
-func rssKiB() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			kib, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
-			return kib
-		}
-	}
-	return 0
 }

@@ -123,6 +123,12 @@ type Memory struct {
 	RSS, Peak int64
 }
 
+// MiB converts KiB to MiB.
+func MiB(kib int64) float64 { return float64(kib) / 1024 }
+
+// SelfMemory is the calling process's Memory.
+func SelfMemory() (Memory, error) { return readMemory("/proc/self") }
+
 // ControlPlaneMemory reads the resident memory of this Env's kube-apiserver
 // and etcd from /proc: the processes whose command lines name the API
 // server's port and etcd's client URL.
