@@ -50,10 +50,8 @@ run() {
   fi
 }
 
-# lane <name> <step>...: runs the steps one after the other (none fatal).
+# lane <step>...: runs the steps one after the other (none fatal).
 lane() {
-  local name=$1
-  shift
   for step in "$@"; do
     run "$step" continue
   done
@@ -76,11 +74,12 @@ run build fatal
 # suite's fixed ports are below the ephemeral range the other suites' API
 # servers draw from). Lane A streams its output; lane B's is printed when
 # it ends (and kept in $TEST_REPORT_DIR/lane-b.log).
+lane_b_steps=(deploy-test hwtest kmod-arm64 dkms e2e-kubelet)
 lane_b_log="$TEST_REPORT_DIR/lane-b.log"
-lane b deploy-test hwtest kmod-arm64 dkms e2e-kubelet >"$lane_b_log" 2>&1 &
+lane "${lane_b_steps[@]}" >"$lane_b_log" 2>&1 &
 lane_b=$!
-lane a unit fuzz e2e demo-check
-echo "=== waiting for lane b (deploy-test hwtest kmod-arm64 dkms e2e-kubelet)"
+lane unit fuzz e2e demo-check
+echo "=== waiting for lane b (${lane_b_steps[*]})"
 wait "$lane_b"
 echo "=== lane b output"
 cat "$lane_b_log"
