@@ -58,10 +58,13 @@ envtest-assets: ## Build kube-apiserver and etcd from source (cached in ~/.cache
 	@hack/k8s-tools.sh kube-apiserver etcd >/dev/null
 
 .PHONY: vet
+# -race: vet type-checks against compiled dependencies, and with the unit
+# step's flags those are the very ones that step then links, so a cold run
+# compiles them once rather than once plain and once under -race.
 vet: ## go vet (also of the -tags nokube build and the in-guest tests) and gofmt.
-	$(GO) vet ./...
-	$(GO) vet -tags nokube ./cmd/kubeblade-agent ./internal/agentd
-	$(GO) vet -tags guest $(HWTEST_PKGS)
+	$(GO) vet -race ./...
+	$(GO) vet -race -tags nokube ./cmd/kubeblade-agent ./internal/agentd
+	$(GO) vet -race -tags guest $(HWTEST_PKGS)
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
@@ -73,6 +76,13 @@ K8S_ASSETS = $$($(CURDIR)/hack/k8s-tools.sh kube-apiserver etcd)
 # promtool for the chart's alert tests (hack/deploy/alerts), built once from
 # its Go module and cached; a PROMTOOL from the environment wins.
 deploy-test: export PROMTOOL ?= $(shell hack/promtool.sh)
+
+# The cached tools of deploy-test and e2e-kubelet that share no Go build with
+# the control plane (make test builds them beside it, early).
+.PHONY: test-tools
+test-tools: ## Build (once; cached) promtool and the real node's containerd, CNI plugins and pause image.
+	@hack/promtool.sh >/dev/null
+	@hack/node-tools.sh --no-kubelet
 
 .PHONY: test
 test: ## Everything CI checks, as timed steps, ending with a table of tests run, passed, failed and skipped per suite.
@@ -126,9 +136,13 @@ fuzz: ## Fuzz the smart fan unit's frame decoder for FUZZTIME (CI runs it briefl
 GUEST_KERNEL_FRAGMENTS ?= hack/kernel/guest.config hack/kernel/leds.config
 HWTEST_PKGS ?= ./internal/guest/ ./internal/hardware/linux/ ./test/kmod/
 
-.PHONY: hwtest
-hwtest: ## The linux backend's tests inside a QEMU guest on a real 6.12 kernel (gpio-sim, pwm-gpio); builds the kernel once.
+.PHONY: guest-kernel
+guest-kernel: ## Build make hwtest's guest kernel (once; cached) and install the rig's Debian packages.
 	@hack/kernel/deps.sh
+	@hack/kernel/build.sh $(GUEST_KERNEL_FRAGMENTS) >/dev/null
+
+.PHONY: hwtest
+hwtest: guest-kernel ## The linux backend's tests inside a QEMU guest on a real 6.12 kernel (gpio-sim, pwm-gpio); builds the kernel once.
 	kernel=$$(hack/kernel/build.sh $(GUEST_KERNEL_FRAGMENTS)) && \
 	  KUBEBLADE_HWTEST=1 KUBEBLADE_GUEST_KERNEL=$$kernel KUBEBLADE_TEST_REQUIRED=1 KUBEBLADE_GUEST_LOGDIR=$(BIN)/hwtest \
 	  $(GOTEST) -count=1 -timeout 15m -v -run '^TestGuest' $(HWTEST_PKGS)
@@ -137,8 +151,7 @@ hwtest: ## The linux backend's tests inside a QEMU guest on a real 6.12 kernel (
 # KUnit suite and its in-guest test with the agent's linux backend run in
 # make hwtest (test/kmod); these build it on their own.
 .PHONY: kmod
-kmod: ## Build kubeblade-leds against the guest kernel (modpost checks its Module.symvers) into bin/kmod/x86_64.
-	@hack/kernel/deps.sh
+kmod: guest-kernel ## Build kubeblade-leds against the guest kernel (modpost checks its Module.symvers) into bin/kmod/x86_64.
 	kernel=$$(hack/kernel/build.sh $(GUEST_KERNEL_FRAGMENTS)) && hack/kernel/kmod.sh $$kernel/build $(BIN)/kmod/x86_64
 
 .PHONY: kunit

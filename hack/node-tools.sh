@@ -19,7 +19,17 @@
 #   <dir>/pause.ref     its image reference
 #
 #   hack/node-tools.sh        builds what is missing, prints the directory
+#   hack/node-tools.sh --no-kubelet
+#                             builds all but the kubelet, prints nothing (make
+#                             test-tools: the part that shares no build with
+#                             the control plane, so it can run beside it)
 set -euo pipefail
+no_kubelet=
+case "${1:-}" in
+  --no-kubelet) no_kubelet=1 ;;
+  "") ;;
+  *) echo "node-tools: unknown argument $1" >&2; exit 2 ;;
+esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/kubeblade"
 modver() { awk -v m="$2" '$1==m{print $2}' "$root/hack/tools/$1/go.mod"; }
@@ -90,6 +100,7 @@ build_pause() {
 }
 build "$pause" "pause image" build_pause
 
+[ -z "$no_kubelet" ] || exit 0
 k8s=$("$root/hack/k8s-tools.sh" kubelet)
 
 out="$cache/node/kubernetes-$(basename "$k8s")-containerd-$ctrd_ver-cni-$cni_ver-pause-$pause_key"

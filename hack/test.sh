@@ -28,9 +28,10 @@ report() {
   return $rc
 }
 
-# run <name> <fatal>: runs `make <name>`, records its time and status.
+# run <name>: runs `make <name>`, records its time and status, and returns
+# the status.
 run() {
-  local name=$1 fatal=$2
+  local name=$1
   if [ -n "${TEST_STEPS:-}" ] && [[ " $TEST_STEPS " != *" $name "* ]]; then
     return 0
   fi
@@ -43,43 +44,75 @@ run() {
   secs=$(printf '%d.%d' $((ms / 1000)) $((ms % 1000 / 100)))
   printf '%s\t%s\t%d\n' "$name" "$secs" "$rc" >>"$TEST_REPORT_DIR/steps.tsv"
   printf -- '--- step %s: %s s, %s\n' "$name" "$secs" "$([ $rc = 0 ] && echo ok || echo "FAILED (exit $rc)")"
-  if [ $rc != 0 ] && [ "$fatal" = fatal ]; then
-    echo "make test: step $name failed; later steps need it, so the run stops here"
-    report
-    exit 1
-  fi
+  return $rc
 }
 
 # lane <step>...: runs the steps one after the other (none fatal).
 lane() {
   for step in "$@"; do
-    run "$step" continue
+    run "$step"
   done
 }
 
-# Steps later ones depend on stop the run when they fail; test suites do not,
-# so one run shows every failing suite.
-run envtest-assets fatal
-run verify-generated fatal
-run vet fatal
+# Two lanes side by side from the start; on 2 cores a cold run is bound by
+# CPU, so what counts is that neither core idles and no work is done twice.
+#
+# Lane B first builds what shares nothing with the Go tree (the guest
+# kernel, the arm64 module tree, promtool, containerd, the CNI plugins) and
+# then runs the suites that need those. It holds every step that installs
+# Debian packages, so no two apt-get runs meet. Its Go suites wait for lane
+# A's verify-generated, which rewrites generated sources, and the control
+# plane's binaries are built under hack/k8s-tools.sh's lock, so whichever
+# lane needs one first builds it and the other waits for it. The lanes share
+# no fixed port (the real-kubelet suite's fixed ports are below the
+# ephemeral range the other suites' API servers draw from). Lane A streams
+# its output; lane B's is printed when it ends (and kept in
+# $TEST_REPORT_DIR/lane-b.log).
+#
+# In lane A, steps later ones depend on stop the run when they fail; test
+# suites do not, so one run shows every failing suite.
+lane_b_tools=(guest-kernel kmod-arm64 dkms test-tools)
+lane_b_suites=(hwtest deploy-test e2e-kubelet)
+lane_b_log="$TEST_REPORT_DIR/lane-b.log"
+generated_lock="$TEST_REPORT_DIR/.generated.lock"
+exec 8>"$generated_lock"
+flock -x 8
+set -m # lane B in a process group of its own, so a fatal step can stop it
+(
+  exec 8>&-
+  lane "${lane_b_tools[@]}"
+  flock -s "$generated_lock" true
+  lane "${lane_b_suites[@]}"
+) </dev/null >"$lane_b_log" 2>&1 &
+lane_b=$!
+set +m
+# Its own process group does not get the terminal's ^C: pass it on.
+trap 'kill -- "-$lane_b" 2>/dev/null; exit 130' INT TERM
+
+# fatal <step>: runs a step lane A's later steps depend on; when it fails,
+# stops lane B and ends the run with the report.
+fatal() {
+  if ! run "$1"; then
+    echo "make test: step $1 failed; later steps need it, so the run stops here"
+    kill -- "-$lane_b" 2>/dev/null
+    wait "$lane_b"
+    echo "=== lane b output, up to the stop"
+    cat "$lane_b_log"
+    report
+    exit 1
+  fi
+}
+
+fatal verify-generated
+flock -u 8
+exec 8>&-
+fatal envtest-assets
+fatal vet
 # The binaries the e2e suites and the demo run, built once here so that no
 # two steps below write bin/ at once.
-run build fatal
-
-# Two lanes side by side. The unit step keeps both cores busy only part of
-# the time, and most of the other lane's time is spent waiting on kubelets,
-# containerd, QEMU and API servers (a sequential warm run used 16 min of CPU
-# in 15.5 min). Lane B holds every step that installs Debian packages, so
-# no two apt-get runs meet; the lanes share no fixed port (the real-kubelet
-# suite's fixed ports are below the ephemeral range the other suites' API
-# servers draw from). Lane A streams its output; lane B's is printed when
-# it ends (and kept in $TEST_REPORT_DIR/lane-b.log).
-lane_b_steps=(deploy-test hwtest kmod-arm64 dkms e2e-kubelet)
-lane_b_log="$TEST_REPORT_DIR/lane-b.log"
-lane "${lane_b_steps[@]}" >"$lane_b_log" 2>&1 &
-lane_b=$!
+fatal build
 lane unit fuzz e2e demo-check
-echo "=== waiting for lane b (${lane_b_steps[*]})"
+echo "=== waiting for lane b (${lane_b_tools[*]} ${lane_b_suites[*]})"
 wait "$lane_b"
 echo "=== lane b output"
 cat "$lane_b_log"
