@@ -68,6 +68,13 @@ vet: ## go vet (also of the -tags nokube build and the in-guest tests) and gofmt
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# Builds that are not under -race use the release build's flags wherever
+# nothing needs the source paths (testenv.RepoRoot finds the tree from them):
+# the Go build cache shares a compiled package only between builds with the
+# same flags, so with these hack/deploy's tool, the real-kubelet suite and
+# Helm reuse what the binaries, the image and the control plane compiled.
+PLAIN = CGO_ENABLED=0 GOFLAGS=-trimpath
+
 # How Go suites run: plain `go test`, or, under make test (TEST_REPORT_DIR
 # set by hack/test.sh), through gotestsum recording the suite named after the
 # make target for the end-of-run report.
@@ -101,13 +108,13 @@ compat: envtest-assets ## Migration from compute-blade-agent: bladectl against o
 
 .PHONY: deploy-test
 deploy-test: envtest-assets ## hack/deploy (its own module): chart, manifests, Flux example and image.
-	cd hack/deploy && $(GO) vet ./... && KUBEBUILDER_ASSETS=$(K8S_ASSETS) \
+	cd hack/deploy && $(PLAIN) $(GO) vet ./... && KUBEBUILDER_ASSETS=$(K8S_ASSETS) \
 	  $(GOTEST) -race -count=1 -timeout 20m ./...
 
 # Deployment artefacts: the chart's generated files, the plain manifests and
 # the container image, made by hack/deploy (its own Go module: Helm SDK,
 # go-containerregistry).
-DEPLOYTOOL := cd hack/deploy && $(GO) run .
+DEPLOYTOOL := cd hack/deploy && $(PLAIN) $(GO) run .
 
 .PHONY: chart-sync
 chart-sync: ## Copy CRDs, RBAC and the admission policy from config/ into the Helm chart; regenerate its README value table.
@@ -210,8 +217,8 @@ E2E_KUBELET_K8S_BINS := etcd kube-apiserver kube-controller-manager kube-schedul
 e2e-kubelet: image ## Real-kubelet end-to-end suite (root): the image as pods on a kubelet, containerd and runc, installed with the Helm chart.
 	@hack/k8s-tools.sh $(E2E_KUBELET_K8S_BINS) >/dev/null
 	@hack/node-tools.sh >/dev/null
-	cd test/kubelet && $(GO) vet ./... && $(GO) build -o $(BIN)/e2e/helm helm.sh/helm/v4/cmd/helm
-	cd test/kubelet && KUBEBLADE_TEST_REQUIRED=1 KUBEBUILDER_ASSETS=$$($(CURDIR)/hack/k8s-tools.sh $(E2E_KUBELET_K8S_BINS)) \
+	cd test/kubelet && $(PLAIN) $(GO) vet ./... && $(PLAIN) $(GO) build -o $(BIN)/e2e/helm helm.sh/helm/v4/cmd/helm
+	cd test/kubelet && $(PLAIN) KUBEBLADE_TEST_REQUIRED=1 KUBEBUILDER_ASSETS=$$($(CURDIR)/hack/k8s-tools.sh $(E2E_KUBELET_K8S_BINS)) \
 	  KUBEBLADE_NODE_ASSETS=$$($(CURDIR)/hack/node-tools.sh) KUBEBLADE_IMAGE=$(CURDIR)/dist/image KUBEBLADE_HELM=$(BIN)/e2e/helm \
 	  $(GOTEST) -count=1 -v -timeout 30m .
 

@@ -83,7 +83,9 @@ hint() { [ "$mode" != print ] || printf '  %s\n' "$1"; }
 echo "Building the control plane (cached in ~/.cache/kubeblade/k8s; the first build of each binary takes minutes)..."
 k8s=$(hack/k8s-tools.sh kube-apiserver etcd kube-controller-manager kube-scheduler kubectl)
 export PATH="$k8s:$PATH"
-go build -o bin/localcluster ./hack/localcluster
+# The release build's flags (as make build's), so a cold run reuses what
+# that compiled rather than building the client tree a second time.
+CGO_ENABLED=0 go build -trimpath -o bin/localcluster ./hack/localcluster
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/kubeblade-demo.XXXXXX")
 pid=""

@@ -14,7 +14,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 kube_ver=$(awk '$1=="k8s.io/kubernetes"{print $2}' "$root/hack/tools/kube/go.mod")
 etcd_ver=$(awk '$1=="go.etcd.io/etcd/server/v3"{print $2}' "$root/hack/tools/etcd/go.mod")
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/kubeblade"
-dir="$cache/k8s/kubernetes-$kube_ver-etcd-$etcd_ver"
+# The tool modules' go.sum is part of the key: hack/tools/kube raises the
+# dependencies it shares with kubeblade's own modules to their versions (so
+# the Go build cache compiles those packages once; test/build checks it),
+# and such a raise must rebuild the binaries.
+sum=$(cat "$root/hack/tools/kube/go.sum" "$root/hack/tools/etcd/go.sum" | sha256sum | cut -c1-12)
+dir="$cache/k8s/kubernetes-$kube_ver-etcd-$etcd_ver-$sum"
 mkdir -p "$dir"
 [ $# -gt 0 ] || set -- kube-apiserver etcd
 # One build at a time per cache directory: a second run (another worktree,

@@ -48,10 +48,37 @@ type Options struct {
 	Restartable bool
 }
 
-// RepoRoot returns the repository root, found from this source file.
+// RepoRoot returns the repository root, found from this source file; in a
+// -trimpath build (make demo's local cluster), whose file names are
+// module-relative, from the working directory instead.
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	wd, _ := os.Getwd()
+	return repoRoot(file, wd)
+}
+
+// modulePath is the main module's path, as go.mod declares it.
+const modulePath = "github.com/kubeblade/kubeblade"
+
+// repoRoot is RepoRoot's logic: two levels above file when that is a real
+// path; else the nearest directory at or above wd whose go.mod declares
+// modulePath; else wd.
+func repoRoot(file, wd string) string {
+	if filepath.IsAbs(file) {
+		return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.TrimSpace(line) == "module "+modulePath {
+					return dir
+				}
+			}
+		}
+		if filepath.Dir(dir) == dir {
+			return wd
+		}
+	}
 }
 
 // AssetsDir returns the directory holding kube-apiserver and etcd:

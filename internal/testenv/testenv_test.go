@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/kubeblade/kubeblade/internal/testreq"
@@ -68,5 +70,29 @@ func TestMissingBinariesEndEachTest(t *testing.T) {
 				t.Errorf("Suite: skipped=%v failed=%v, want skipped=%v failed=%v", r.skipped, r.failed, tc.skip, tc.failed)
 			}
 		})
+	}
+}
+
+// RepoRoot finds the tree from this file's path, and from the working
+// directory when a -trimpath build made that path module-relative.
+func TestRepoRoot(t *testing.T) {
+	root := RepoRoot()
+	if _, err := os.Stat(filepath.Join(root, "internal", "testenv", "testenv.go")); err != nil {
+		t.Fatalf("RepoRoot() = %s, which lacks internal/testenv: %v", root, err)
+	}
+	trimmed := modulePath + "/internal/testenv/testenv.go"
+	for _, wd := range []string{root, filepath.Join(root, "internal", "testenv"), filepath.Join(root, "hack", "deploy")} {
+		if got := repoRoot(trimmed, wd); got != root {
+			t.Errorf("repoRoot(%q, %s) = %s, want %s", trimmed, wd, got, root)
+		}
+	}
+	// Outside the tree (another module's go.mod does not count) it falls
+	// back to the working directory.
+	other := t.TempDir()
+	if err := os.WriteFile(filepath.Join(other, "go.mod"), []byte("module example.org/other\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := repoRoot(trimmed, other); got != other {
+		t.Errorf("repoRoot outside the tree = %s, want the working directory %s", got, other)
 	}
 }
