@@ -15,8 +15,8 @@ import (
 
 // The Go modules make test builds from the same packages, and what it builds
 // of each: the project's own, hack/deploy (chart, manifests, image),
-// test/kubelet (the real-kubelet suite) with their tests, and
-// hack/tools/kube's Kubernetes binaries (kube-apiserver, kubelet...). The Go
+// test/kubelet (the real-kubelet suite) with their tests, hack/tools/kube's
+// Kubernetes binaries (kube-apiserver, kubelet...) and controller-gen. The Go
 // build cache shares a compiled package between them only when every module
 // it is built from has the same version in each, so a dependency at two
 // versions is compiled twice on a cold run (the Kubernetes client and API
@@ -27,6 +27,7 @@ var modules = []struct{ dir, pattern string }{
 	{"hack/deploy", "./..."},
 	{"test/kubelet", "./..."},
 	{"hack/tools/kube", "tool"},
+	{"hack/tools/controller-gen", "tool"},
 }
 
 // TestSharedDependenciesHaveOneVersion fails when a module whose packages
