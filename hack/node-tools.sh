@@ -96,7 +96,7 @@ build "$cni" "CNI plugins $cni_ver" build_cni
 pause="$cache/pause/$pause_key"
 build_pause() {
   (cd "$root/test/kubelet" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/pause" ./pause &&
-    go run ./pause/image -bin "$tmp/pause" -out "$tmp/pause.tar" -ref-file "$tmp/pause.ref" && rm "$tmp/pause")
+    CGO_ENABLED=0 go run -trimpath ./pause/image -bin "$tmp/pause" -out "$tmp/pause.tar" -ref-file "$tmp/pause.ref" && rm "$tmp/pause")
 }
 build "$pause" "pause image" build_pause
 
