@@ -167,7 +167,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	if err := wrap(finalizer.ControllerName, (&finalizer.Reconciler{
-		Client: c, Recorder: rec, Namespace: o.Namespace,
+		Client: c, APIReader: mgr.GetAPIReader(), Recorder: rec, Namespace: o.Namespace,
 	}).SetupWithManager(mgr)); err != nil {
 		return err
 	}

@@ -6,9 +6,11 @@ package finalizer
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -43,10 +45,17 @@ const (
 // Reconciler adds the finalizer to BladeConfigs and, on deletion, removes
 // the config's DaemonSet and its label from Nodes before letting go.
 type Reconciler struct {
-	Client    client.Client
+	Client client.Client
+	// APIReader reads past the cache: finalize checks with it that the
+	// DaemonSet is really gone before it lets the BladeConfig go. Nil
+	// skips that check.
+	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Namespace string
 }
+
+// recheckAfter is how soon finalize runs again when the DaemonSet came back.
+const recheckAfter = time.Second
 
 // SetupWithManager registers the controller.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -70,36 +79,79 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !controllerutil.ContainsFinalizer(bc, Finalizer) {
 		return ctrl.Result{}, nil
 	}
-	return ctrl.Result{}, r.finalize(ctx, bc)
+	again, err := r.finalize(ctx, bc)
+	if again {
+		return ctrl.Result{RequeueAfter: recheckAfter}, err
+	}
+	return ctrl.Result{}, err
 }
 
-func (r *Reconciler) finalize(ctx context.Context, bc *kbv1.BladeConfig) error {
+// finalize removes the DaemonSet and the labels, then the finalizer. It
+// reports again when the DaemonSet was there once more at the end, deleted
+// again, and the finalizer kept for another pass.
+func (r *Reconciler) finalize(ctx context.Context, bc *kbv1.BladeConfig) (again bool, _ error) {
 	log := logf.FromContext(ctx)
 	// The DaemonSet first, so no agent runs on a Node about to lose its label.
 	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: agentdaemonset.Name(bc.Name)}}
-	if err := r.Client.Delete(ctx, ds, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("deleting DaemonSet: %w", err)
+	if err := r.deleteDaemonSet(ctx, ds); err != nil {
+		return false, err
 	}
 	// The assignment controller no longer gives Nodes to a config being
 	// deleted (it may move them to another one); Nodes still carrying this
 	// name lose it here, but only if they still carry exactly this name.
 	nodes := nodemeta.List()
 	if err := r.Client.List(ctx, nodes, client.MatchingLabels{kbv1.LabelConfig: bc.Name}); err != nil {
-		return err
+		return false, err
 	}
 	for i := range nodes.Items {
 		if err := nodemeta.RemoveLabelIf(ctx, r.Client, nodes.Items[i].Name, kbv1.LabelConfig, bc.Name, client.FieldOwner(FieldManager)); err != nil {
-			return fmt.Errorf("node %s: %w", nodes.Items[i].Name, err)
+			return false, fmt.Errorf("node %s: %w", nodes.Items[i].Name, err)
 		}
+	}
+	// The daemonset controller skips BladeConfigs being deleted, but one of
+	// its reconciles that read this one before the deletion can still apply
+	// the DaemonSet after the delete above. A garbage collector would take
+	// such a DaemonSet with its owner; this does not count on one (envtest
+	// has none), so the BladeConfig goes only once its DaemonSet has.
+	if back, err := r.daemonSetBack(ctx, ds); err != nil || back {
+		if back {
+			log.Info("the DaemonSet of a BladeConfig being deleted came back; deleting it again", "daemonSet", ds.Name)
+			err = r.deleteDaemonSet(ctx, ds)
+		}
+		return back, err
 	}
 	orig := bc.DeepCopy()
 	controllerutil.RemoveFinalizer(bc, Finalizer)
 	if err := r.Client.Patch(ctx, bc, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
-		return err
+		return false, err
 	}
 	log.Info("removed the DaemonSet and node labels of a deleted BladeConfig", "nodes", len(nodes.Items))
 	if r.Recorder != nil {
 		r.Recorder.Eventf(bc, nil, corev1.EventTypeNormal, ReasonCleanedUp, "Delete", "Deleted DaemonSet %s/%s and unlabelled %d node(s)", r.Namespace, ds.Name, len(nodes.Items))
 	}
+	return false, nil
+}
+
+func (r *Reconciler) deleteDaemonSet(ctx context.Context, ds *appsv1.DaemonSet) error {
+	if err := r.Client.Delete(ctx, ds, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting DaemonSet: %w", err)
+	}
 	return nil
+}
+
+// daemonSetBack reports whether the API server (not the cache, which may
+// not have seen it) has the DaemonSet again, not being deleted.
+func (r *Reconciler) daemonSetBack(ctx context.Context, ds *appsv1.DaemonSet) (bool, error) {
+	if r.APIReader == nil {
+		return false, nil
+	}
+	live := &appsv1.DaemonSet{}
+	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(ds), live)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("checking the DaemonSet is gone: %w", err)
+	}
+	return live.DeletionTimestamp.IsZero(), nil
 }

@@ -5,9 +5,12 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,8 +26,23 @@ import (
 // The finalizer controller runs alone: the tests label Nodes and apply the
 // DaemonSet themselves.
 var suite = optest.NewSuite(func(_ context.Context, mgr ctrl.Manager, o operator.Options) error {
-	return (&finalizer.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(operator.Name), Namespace: o.Namespace}).SetupWithManager(mgr)
+	return (&finalizer.Reconciler{Client: hookedClient{mgr.GetClient()}, APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorder(operator.Name), Namespace: o.Namespace}).SetupWithManager(mgr)
 })
+
+// listHook, when set, runs before each List the reconciler makes: a test's
+// way to land a write between the finalizer's steps.
+var listHook atomic.Pointer[func(context.Context, client.ObjectList)]
+
+// hookedClient is the manager's client with listHook in its List.
+type hookedClient struct{ client.Client }
+
+func (c hookedClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if h := listHook.Load(); h != nil {
+		(*h)(ctx, list)
+	}
+	return c.Client.List(ctx, list, opts...)
+}
 
 func TestMain(m *testing.M) { os.Exit(suite.Run(m)) }
 
@@ -75,4 +93,65 @@ func TestDeletionRemovesDaemonSetAndLabels(t *testing.T) {
 		t.Errorf("labels after the deletion %v, want %v", got, want)
 	}
 	e.WaitEvent(t, "BladeConfig", "fin", finalizer.ReasonCleanedUp)
+}
+
+// TestDaemonSetBackDuringDeletion: a daemonset-controller reconcile that
+// read the BladeConfig before its deletion may apply the DaemonSet after the
+// finalizer deleted it (seen under load in make test). Here that apply lands
+// while the finalizer unlabels the Nodes; envtest runs no garbage collector,
+// so the DaemonSet is gone at the end only if the finalizer deleted it again
+// before letting the BladeConfig go.
+func TestDaemonSetBackDuringDeletion(t *testing.T) {
+	e := suite.Need(t)
+	sel := map[string]string{"kbtest": "fin-back"}
+	e.CreateAll(t,
+		optest.Node("fin-back-1", map[string]string{"kbtest": "fin-back", kbv1.LabelConfig: "fin-back"}),
+		optest.Config("fin-back", 0, sel),
+	)
+	testwait.Eventually(t, optest.Timeout, "the finalizer", func(ctx context.Context) (bool, string) {
+		bc := &kbv1.BladeConfig{}
+		if err := e.Client.Get(ctx, types.NamespacedName{Name: "fin-back"}, bc); err != nil {
+			return false, err.Error()
+		}
+		return slices.Equal(bc.Finalizers, []string{kbv1.FinalizerCleanup}), ""
+	})
+	d := e.Options.DaemonSet
+	d.Namespace = optest.Namespace
+	cfg := e.GetConfig(t, "fin-back")
+	// Apply fills in what the server returns (its uid among it), so the
+	// second apply, of a DaemonSet deleted meanwhile, gets its own copy.
+	ds, again := agentdaemonset.Build(cfg, d), agentdaemonset.Build(cfg, d)
+	if err := e.Client.Apply(optest.Ctx(t), ds, client.FieldOwner("test")); err != nil {
+		t.Fatal(err)
+	}
+	var reapplied atomic.Int32
+	hook := func(ctx context.Context, list client.ObjectList) {
+		if _, nodes := list.(*metav1.PartialObjectMetadataList); !nodes || reapplied.Load() > 0 {
+			return
+		}
+		if err := e.Client.Apply(ctx, again, client.FieldOwner("test")); err != nil {
+			t.Errorf("re-applying the DaemonSet: %v", err)
+		}
+		reapplied.Add(1)
+	}
+	listHook.Store(&hook)
+	t.Cleanup(func() { listHook.Store(nil) })
+
+	if err := e.Client.Delete(optest.Ctx(t), e.GetConfig(t, "fin-back")); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, optest.Timeout, "the BladeConfig gone", func(ctx context.Context) (bool, string) {
+		err := e.Client.Get(ctx, types.NamespacedName{Name: "fin-back"}, &kbv1.BladeConfig{})
+		if err == nil {
+			return false, "still there"
+		}
+		return client.IgnoreNotFound(err) == nil, err.Error()
+	})
+	if reapplied.Load() != 1 {
+		t.Fatalf("the DaemonSet was re-applied %d times during the deletion, want 1: the test did not hit the window", reapplied.Load())
+	}
+	err := e.Client.Get(optest.Ctx(t), types.NamespacedName{Namespace: optest.Namespace, Name: agentdaemonset.Name("fin-back")}, &appsv1.DaemonSet{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("the DaemonSet applied during the deletion outlived its BladeConfig (get: %v)", err)
+	}
 }
