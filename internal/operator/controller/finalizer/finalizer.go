@@ -80,10 +80,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	again, err := r.finalize(ctx, bc)
-	if again {
-		return ctrl.Result{RequeueAfter: recheckAfter}, err
+	if err != nil || !again {
+		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, err
+	return ctrl.Result{RequeueAfter: recheckAfter}, nil
 }
 
 // finalize removes the DaemonSet and the labels, then the finalizer. It
@@ -113,12 +113,13 @@ func (r *Reconciler) finalize(ctx context.Context, bc *kbv1.BladeConfig) (again 
 	// the DaemonSet after the delete above. A garbage collector would take
 	// such a DaemonSet with its owner; this does not count on one (envtest
 	// has none), so the BladeConfig goes only once its DaemonSet has.
-	if back, err := r.daemonSetBack(ctx, ds); err != nil || back {
-		if back {
-			log.Info("the DaemonSet of a BladeConfig being deleted came back; deleting it again", "daemonSet", ds.Name)
-			err = r.deleteDaemonSet(ctx, ds)
-		}
-		return back, err
+	back, err := r.daemonSetBack(ctx, ds)
+	if err != nil {
+		return false, err
+	}
+	if back {
+		log.Info("the DaemonSet of a BladeConfig being deleted came back; deleting it again", "daemonSet", ds.Name)
+		return true, r.deleteDaemonSet(ctx, ds)
 	}
 	orig := bc.DeepCopy()
 	controllerutil.RemoveFinalizer(bc, Finalizer)

@@ -56,29 +56,14 @@ func TestDeletionRemovesDaemonSetAndLabels(t *testing.T) {
 		optest.Node("fin-3", map[string]string{"kbtest": "fin", kbv1.LabelConfig: "fin-other"}),
 		optest.Config("fin", 0, sel),
 	)
-	testwait.Eventually(t, optest.Timeout, "the finalizer", func(ctx context.Context) (bool, string) {
-		bc := &kbv1.BladeConfig{}
-		if err := e.Client.Get(ctx, types.NamespacedName{Name: "fin"}, bc); err != nil {
-			return false, err.Error()
-		}
-		return slices.Equal(bc.Finalizers, []string{kbv1.FinalizerCleanup}), ""
-	})
+	waitFinalizer(t, e, "fin")
 	d := e.Options.DaemonSet
 	d.Namespace = optest.Namespace
 	if err := e.Client.Apply(optest.Ctx(t), agentdaemonset.Build(e.GetConfig(t, "fin"), d), client.FieldOwner("test")); err != nil {
 		t.Fatal(err)
 	}
 
-	if err := e.Client.Delete(optest.Ctx(t), e.GetConfig(t, "fin")); err != nil {
-		t.Fatal(err)
-	}
-	testwait.Eventually(t, optest.Timeout, "the BladeConfig gone", func(ctx context.Context) (bool, string) {
-		err := e.Client.Get(ctx, types.NamespacedName{Name: "fin"}, &kbv1.BladeConfig{})
-		if err == nil {
-			return false, "still there"
-		}
-		return client.IgnoreNotFound(err) == nil, err.Error()
-	})
+	deleteConfig(t, e, "fin")
 	// envtest runs no garbage collector: the DaemonSet is gone because the
 	// controller deleted it, not through its owner reference.
 	err := e.Client.Get(optest.Ctx(t), types.NamespacedName{Namespace: optest.Namespace, Name: agentdaemonset.Name("fin")}, &appsv1.DaemonSet{})
@@ -108,13 +93,7 @@ func TestDaemonSetBackDuringDeletion(t *testing.T) {
 		optest.Node("fin-back-1", map[string]string{"kbtest": "fin-back", kbv1.LabelConfig: "fin-back"}),
 		optest.Config("fin-back", 0, sel),
 	)
-	testwait.Eventually(t, optest.Timeout, "the finalizer", func(ctx context.Context) (bool, string) {
-		bc := &kbv1.BladeConfig{}
-		if err := e.Client.Get(ctx, types.NamespacedName{Name: "fin-back"}, bc); err != nil {
-			return false, err.Error()
-		}
-		return slices.Equal(bc.Finalizers, []string{kbv1.FinalizerCleanup}), ""
-	})
+	waitFinalizer(t, e, "fin-back")
 	d := e.Options.DaemonSet
 	d.Namespace = optest.Namespace
 	cfg := e.GetConfig(t, "fin-back")
@@ -137,16 +116,7 @@ func TestDaemonSetBackDuringDeletion(t *testing.T) {
 	listHook.Store(&hook)
 	t.Cleanup(func() { listHook.Store(nil) })
 
-	if err := e.Client.Delete(optest.Ctx(t), e.GetConfig(t, "fin-back")); err != nil {
-		t.Fatal(err)
-	}
-	testwait.Eventually(t, optest.Timeout, "the BladeConfig gone", func(ctx context.Context) (bool, string) {
-		err := e.Client.Get(ctx, types.NamespacedName{Name: "fin-back"}, &kbv1.BladeConfig{})
-		if err == nil {
-			return false, "still there"
-		}
-		return client.IgnoreNotFound(err) == nil, err.Error()
-	})
+	deleteConfig(t, e, "fin-back")
 	if reapplied.Load() != 1 {
 		t.Fatalf("the DaemonSet was re-applied %d times during the deletion, want 1: the test did not hit the window", reapplied.Load())
 	}
@@ -154,4 +124,32 @@ func TestDaemonSetBackDuringDeletion(t *testing.T) {
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("the DaemonSet applied during the deletion outlived its BladeConfig (get: %v)", err)
 	}
+}
+
+// waitFinalizer waits until BladeConfig name carries the cleanup finalizer.
+func waitFinalizer(t *testing.T, e *optest.Env, name string) {
+	t.Helper()
+	testwait.Eventually(t, optest.Timeout, "the finalizer", func(ctx context.Context) (bool, string) {
+		bc := &kbv1.BladeConfig{}
+		if err := e.Client.Get(ctx, types.NamespacedName{Name: name}, bc); err != nil {
+			return false, err.Error()
+		}
+		return slices.Equal(bc.Finalizers, []string{kbv1.FinalizerCleanup}), ""
+	})
+}
+
+// deleteConfig deletes BladeConfig name and waits until the finalizer has
+// let it go.
+func deleteConfig(t *testing.T, e *optest.Env, name string) {
+	t.Helper()
+	if err := e.Client.Delete(optest.Ctx(t), e.GetConfig(t, name)); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, optest.Timeout, "the BladeConfig gone", func(ctx context.Context) (bool, string) {
+		err := e.Client.Get(ctx, types.NamespacedName{Name: name}, &kbv1.BladeConfig{})
+		if err == nil {
+			return false, "still there"
+		}
+		return client.IgnoreNotFound(err) == nil, err.Error()
+	})
 }
