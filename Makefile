@@ -212,13 +212,16 @@ e2e: build ## End-to-end tests: the built operator, agents and bladectl as proce
 # a real kubelet, containerd and runc on this machine, installed with the
 # Helm chart through the Helm SDK. Needs root; see docs/testing.md.
 E2E_KUBELET_K8S_BINS := etcd kube-apiserver kube-controller-manager kube-scheduler kubectl
+# The rig uses fixed ports and host state (iptables, /var/lib/kubelet), so
+# one runs at a time on a machine: runs from other clones or worktrees wait.
+KUBELET_RIG_LOCK ?= /run/kubeblade-kubelet-rig.lock
 
 .PHONY: e2e-kubelet
 e2e-kubelet: image ## Real-kubelet end-to-end suite (root): the image as pods on a kubelet, containerd and runc, installed with the Helm chart.
 	@hack/k8s-tools.sh $(E2E_KUBELET_K8S_BINS) >/dev/null
 	@hack/node-tools.sh >/dev/null
 	cd test/kubelet && $(PLAIN) $(GO) vet ./... && $(PLAIN) $(GO) build -o $(BIN)/e2e/helm helm.sh/helm/v4/cmd/helm
-	cd test/kubelet && $(PLAIN) KUBEBLADE_TEST_REQUIRED=1 KUBEBUILDER_ASSETS=$$($(CURDIR)/hack/k8s-tools.sh $(E2E_KUBELET_K8S_BINS)) \
+	cd test/kubelet && $(PLAIN) KUBEBLADE_TEST_REQUIRED=1 flock $(KUBELET_RIG_LOCK) env KUBEBUILDER_ASSETS=$$($(CURDIR)/hack/k8s-tools.sh $(E2E_KUBELET_K8S_BINS)) \
 	  KUBEBLADE_NODE_ASSETS=$$($(CURDIR)/hack/node-tools.sh) KUBEBLADE_IMAGE=$(CURDIR)/dist/image KUBEBLADE_HELM=$(BIN)/e2e/helm \
 	  $(GOTEST) -count=1 -v -timeout 30m .
 
