@@ -3,7 +3,8 @@
 # Every step's time is printed when it ends; at the end hack/testreport prints
 # one table of steps and of the tests each suite ran, passed, failed and
 # skipped, and fails the run if a step failed, a test failed, a suite ran
-# nothing or a test skipped for a missing prerequisite.
+# nothing, a package or a test with subtests skipped everything, or a test
+# skipped for a missing prerequisite.
 #
 # KUBEBLADE_TEST_REQUIRED=1 makes every suite required: a test that cannot
 # find its control plane, guest kernel, kubelet or browser fails instead of

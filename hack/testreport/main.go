@@ -3,9 +3,13 @@
 // failed and were skipped, read from the test2json streams gotestsum
 // recorded (or a counts file for suites that are not Go tests). It exits
 // non-zero when a step failed, a test failed, a suite ran no test at all,
-// or a test skipped because a prerequisite was missing: under make test
-// every suite is required, so a skip of that kind means something was not
-// tested.
+// a package or a test with subtests skipped everything it has, or a test
+// skipped because a prerequisite was missing: under make test every suite
+// is required, so a skip of either kind means something was not tested.
+//
+// A test whose subtests all skipped counts as skipped, not passed: go test
+// reports such a parent as passing, and a suite of flows that all skipped
+// (an end-to-end suite without its cluster, say) must not look green.
 //
 //	go run ./hack/testreport <report-dir>
 //
@@ -67,6 +71,9 @@ type suite struct {
 	// allSkipped lists packages whose every test skipped: a package must
 	// never pass having run none of its tests.
 	allSkipped []string
+	// skippedParents lists "package Test (N subtests)" of tests whose every
+	// subtest skipped: a group of tests must never pass having run none.
+	skippedParents []string
 }
 
 type report struct{ steps []*step }
@@ -152,9 +159,15 @@ type event struct {
 	Output  string
 }
 
+// node is what parseTest2JSON knows of one test while its subtests end.
+type node struct {
+	subtests, skippedSubtests int
+}
+
 func parseTest2JSON(rd io.Reader) (*suite, error) {
 	s := &suite{skips: map[string]string{}}
 	output := map[string]*strings.Builder{} // per test, for skip reasons
+	nodes := map[string]*node{}             // per test with subtests ended
 	notSkipped := map[string]int{}          // per package
 	skippedIn := map[string]int{}
 	sc := bufio.NewScanner(rd)
@@ -182,20 +195,56 @@ func parseTest2JSON(rd io.Reader) (*suite, error) {
 			if e.Test == "" {
 				continue
 			}
-			switch e.Action {
+			action := e.Action
+			// Subtests end before their parent, so by now the parent
+			// knows all of them. go test passes a parent whose subtests
+			// all skipped; it ran nothing, so it is a skip here.
+			n := nodes[key]
+			allSubtestsSkipped := n != nil && n.subtests > 0 && n.skippedSubtests == n.subtests
+			if action == "pass" && allSubtestsSkipped {
+				action = "skip"
+			}
+			// A package counts its top-level tests; a parent stands for
+			// its subtests.
+			topLevel := !strings.Contains(e.Test, "/")
+			switch action {
 			case "pass":
 				s.passed++
-				notSkipped[e.Package]++
+				if topLevel {
+					notSkipped[e.Package]++
+				}
 			case "fail":
 				s.failed++
-				notSkipped[e.Package]++
+				if topLevel {
+					notSkipped[e.Package]++
+				}
 				s.failures = append(s.failures, key)
 			case "skip":
 				s.skipped++
-				skippedIn[e.Package]++
-				s.skips[key] = skipReason(output[key])
+				if topLevel {
+					skippedIn[e.Package]++
+				}
+				reason := skipReason(output[key])
+				if allSubtestsSkipped {
+					reason = strings.TrimSpace(fmt.Sprintf("every one of its %d subtests skipped %s", n.subtests, reason))
+					s.skippedParents = append(s.skippedParents, fmt.Sprintf("%s (%d subtests)", key, n.subtests))
+				}
+				s.skips[key] = reason
+			}
+			if i := strings.LastIndex(e.Test, "/"); i > 0 {
+				pkey := e.Package + " " + e.Test[:i]
+				p := nodes[pkey]
+				if p == nil {
+					p = &node{}
+					nodes[pkey] = p
+				}
+				p.subtests++
+				if action == "skip" {
+					p.skippedSubtests++
+				}
 			}
 			delete(output, key)
+			delete(nodes, key)
 		}
 	}
 	for pkg := range skippedIn {
@@ -259,6 +308,9 @@ func (r *report) write(w io.Writer) (problems []string) {
 		}
 		for _, pkg := range s.suite.allSkipped {
 			problems = append(problems, fmt.Sprintf("%s: package %s skipped every test it has", s.name, pkg))
+		}
+		for _, p := range s.suite.skippedParents {
+			problems = append(problems, fmt.Sprintf("%s: %s skipped every subtest it has", s.name, p))
 		}
 		if s.status == 0 && s.suite.passed == 0 {
 			problems = append(problems, fmt.Sprintf("suite %s passed no test: a required suite must run", s.name))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -125,6 +126,49 @@ func TestParseTest2JSON(t *testing.T) {
 			),
 			want: suite{},
 		},
+		"a parent whose subtests all skipped is skipped, not passed": {
+			in: stream(t,
+				[4]string{"pass", "p/a", "TestOne", ""},
+				[4]string{"output", "p/a", "TestFlows/x", "    e_test.go:9: no cluster\n"},
+				[4]string{"skip", "p/a", "TestFlows/x", ""},
+				[4]string{"skip", "p/a", "TestFlows/y", ""},
+				[4]string{"output", "p/a", "TestFlows", "=== RUN   TestFlows\n"},
+				[4]string{"output", "p/a", "TestFlows", "--- PASS: TestFlows (0.00s)\n"},
+				[4]string{"pass", "p/a", "TestFlows", ""},
+			),
+			want: suite{passed: 1, skipped: 3, skippedParents: []string{"p/a TestFlows (2 subtests)"},
+				skips: map[string]string{"p/a TestFlows/x": "e_test.go:9: no cluster", "p/a TestFlows/y": "",
+					"p/a TestFlows": "every one of its 2 subtests skipped"}},
+		},
+		"skips nest: a parent of skipped parents is skipped, and so is its package": {
+			in: stream(t,
+				[4]string{"skip", "p/g", "TestGuest/TestKernelA/one", ""},
+				[4]string{"pass", "p/g", "TestGuest/TestKernelA", ""},
+				[4]string{"skip", "p/g", "TestGuest/TestKernelB", ""},
+				[4]string{"pass", "p/g", "TestGuest", ""},
+				[4]string{"pass", "p/g", "", ""},
+			),
+			want: suite{skipped: 4, allSkipped: []string{"p/g"},
+				skippedParents: []string{"p/g TestGuest/TestKernelA (1 subtests)", "p/g TestGuest (2 subtests)"},
+				skips: map[string]string{"p/g TestGuest/TestKernelA/one": "", "p/g TestGuest/TestKernelB": "",
+					"p/g TestGuest/TestKernelA": "every one of its 1 subtests skipped", "p/g TestGuest": "every one of its 2 subtests skipped"}},
+		},
+		"a parent with one subtest that ran passes": {
+			in: stream(t,
+				[4]string{"skip", "p/a", "TestT/one", ""},
+				[4]string{"pass", "p/a", "TestT/two", ""},
+				[4]string{"pass", "p/a", "TestT", ""},
+			),
+			want: suite{passed: 2, skipped: 1, skips: map[string]string{"p/a TestT/one": ""}},
+		},
+		"a parent that failed beside skipped subtests failed": {
+			in: stream(t,
+				[4]string{"skip", "p/a", "TestT/one", ""},
+				[4]string{"output", "p/a", "TestT", "    t_test.go:3: setup broke\n"},
+				[4]string{"fail", "p/a", "TestT", ""},
+			),
+			want: suite{failed: 1, skipped: 1, failures: []string{"p/a TestT"}, skips: map[string]string{"p/a TestT/one": ""}},
+		},
 		"a subtest counts as a test of its own": {
 			in: stream(t,
 				[4]string{"pass", "p/a", "TestT/one", ""},
@@ -241,6 +285,10 @@ func TestProblems(t *testing.T) {
 			steps: []*step{{name: "e2e", status: 1, suite: &suite{}}},
 			want:  []string{"step e2e exited with status 1"},
 		},
+		"a test whose subtests all skipped": {
+			steps: []*step{{name: "e2e", suite: &suite{passed: 1, skipped: 12, skippedParents: []string{"p/e2e TestFlows (11 subtests)"}}}},
+			want:  []string{"e2e: p/e2e TestFlows (11 subtests) skipped every subtest it has"},
+		},
 		"a counts suite with failures": {
 			steps: []*step{{name: "kunit", suite: &suite{passed: 10, failed: 1}}},
 			want:  []string{"kunit: tests failed: 1"},
@@ -289,5 +337,61 @@ func TestReportOfARun(t *testing.T) {
 func TestLoadWithoutSteps(t *testing.T) {
 	if _, err := load(t.TempDir()); !os.IsNotExist(err) {
 		t.Fatalf("load of a directory without steps.tsv = %v, want not-exist", err)
+	}
+}
+
+// TestBadShapes reads test2json streams of runs that tested nothing while
+// go test called them passing, each as the only suite of a make test run,
+// and checks the report fails the run and says why. The e2e streams are
+// go test -json ./test/e2e/ without KUBEBLADE_E2E: at afb7450, whose
+// flows skipped with a plain t.Skip (go test passed TestFlows, and this
+// report passed the run); with testreq's skip in a plain run; and under
+// KUBEBLADE_TEST_REQUIRED=1. only-skipped-flows.json is the first without
+// TestFlowsAreListed, the one test of the package that runs without a
+// cluster.
+func TestBadShapes(t *testing.T) {
+	const e2e = "github.com/kubeblade/kubeblade/test/e2e"
+	flows := []string{"DaemonSetRolledOut", "BladectlGetBlades", "IdentifyByAnnotation", "ButtonPressedEvent",
+		"OverheatCriticalAndRecovery", "BladeConfigAppliedLive", "AgentsConfinedToTheirNode", "AdmissionPoliciesTypeCheck",
+		"FanPeersAcrossProcesses", "LongPressDrainsTheBlade", "OperatorUpgrade"}
+	each := func(format string) []string {
+		var out []string
+		for _, f := range flows {
+			out = append(out, fmt.Sprintf(format, f))
+		}
+		return out
+	}
+	skippedFlows := "e2e: " + e2e + " TestFlows (11 subtests) skipped every subtest it has"
+	for file, want := range map[string][]string{
+		"e2e-without-cluster.json": {skippedFlows},
+		"e2e-without-cluster-testreq.json": append([]string{skippedFlows},
+			each("e2e: "+e2e+" TestFlows/%s skipped for a missing prerequisite, which make test requires")...),
+		"e2e-without-cluster-required.json": append([]string{"step e2e exited with status 1"},
+			append(each("e2e: "+e2e+" TestFlows/%s failed"), "e2e: "+e2e+" TestFlows failed")...),
+		"only-skipped-flows.json": {
+			"e2e: package " + e2e + " skipped every test it has",
+			skippedFlows,
+			"suite e2e passed no test: a required suite must run",
+		},
+	} {
+		t.Run(file, func(t *testing.T) {
+			f, err := os.Open(filepath.Join("testdata", "shapes", file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			s, err := parseTest2JSON(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := &step{name: "e2e", suite: s}
+			if s.failed > 0 {
+				st.status = 1 // go test's exit status when a test failed
+			}
+			got := (&report{steps: []*step{st}}).write(io.Discard)
+			if diff := gocmp.Diff(want, got, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

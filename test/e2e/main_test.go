@@ -3,7 +3,8 @@
 // kube-controller-manager and kube-scheduler processes, fake-kubelet blade
 // Nodes, the kubeblade-operator process and one kubeblade-agent process per
 // simulated blade. It runs with `make e2e`, which builds everything first;
-// without KUBEBLADE_E2E=1 every test skips.
+// without KUBEBLADE_E2E=1 every flow skips (fails under make test's
+// KUBEBLADE_TEST_REQUIRED=1: a suite of skipped flows tested nothing).
 //
 // The flows share one cluster and run as the subtests of TestFlows, in the
 // order its list gives (go test -run 'TestFlows/OperatorUpgrade' picks
@@ -31,6 +32,7 @@ import (
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/localcluster"
 	"github.com/kubeblade/kubeblade/internal/testenv"
+	"github.com/kubeblade/kubeblade/internal/testreq"
 )
 
 // Environment the package reads.
@@ -57,8 +59,9 @@ var (
 
 func TestMain(m *testing.M) {
 	if os.Getenv(EnvEnable) != "1" {
-		// Every test skips, visibly, through needCluster: the suite is
-		// make e2e's step, not the unit step's.
+		// Every flow ends in needCluster: a visible skip in a plain go
+		// test, a failure under make test. The suite is make e2e's step,
+		// not the unit step's.
 		os.Exit(m.Run())
 	}
 	os.Exit(run(m))
@@ -93,13 +96,14 @@ func TestFlows(t *testing.T) {
 	}
 }
 
-// needCluster skips a test outside make e2e. It is not a missing
-// prerequisite (make test runs this package in its own step), so it is a
-// plain skip, not testreq's.
+// needCluster ends a test that has no cluster: a visible skip in a plain
+// go test, a failure under make test (KUBEBLADE_TEST_REQUIRED=1), whose e2e
+// step must run every flow. A cluster that failed to start fails the
+// package in TestMain instead.
 func needCluster(t *testing.T) {
 	t.Helper()
 	if cluster == nil {
-		t.Skipf("the e2e suite runs with %s=1 (make e2e builds the binaries and sets it)", EnvEnable)
+		testreq.Unavailable(t, "no local cluster: the e2e suite runs with %s=1 (make e2e builds the binaries and sets it)", EnvEnable)
 	}
 }
 
