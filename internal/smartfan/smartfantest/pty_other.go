@@ -5,10 +5,14 @@ package smartfantest
 import (
 	"os"
 	"testing"
+
+	"github.com/kubeblade/kubeblade/internal/testreq"
 )
 
-// OpenPTY skips: the pseudo-terminal helper is Linux-only.
+// OpenPTY ends the test as a missing prerequisite: the pseudo-terminal
+// helper is Linux-only.
 func OpenPTY(t testing.TB) (*os.File, string) {
-	t.Skip("pseudo-terminal tests run on Linux only")
+	t.Helper()
+	testreq.Unavailable(t, "pseudo-terminal tests run on Linux only")
 	return nil, ""
 }
