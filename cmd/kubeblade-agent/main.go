@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -20,7 +21,7 @@ import (
 
 func main() {
 	args := os.Args[1:]
-	cmd := run
+	cmd := func(a []string) error { return run(a, os.Stdout) }
 	if len(args) > 0 && args[0] == "migrate-config" {
 		args = args[1:]
 		cmd = func(a []string) error { return migrateConfig(a, os.Stdout, os.Stderr) }
@@ -38,7 +39,8 @@ func main() {
 	}
 }
 
-func run(args []string) error {
+// run is the agent's command line; --version prints to stdout.
+func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("kubeblade-agent", flag.ContinueOnError)
 	configPath := fs.String("config", config.DefaultPath, "config file (YAML); a missing file means defaults")
 	stateDir := fs.String("state-dir", agentd.DefaultStateDir, "directory for state that survives restarts (keys, certificates)")
@@ -56,7 +58,7 @@ func run(args []string) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if *showVersion {
-		fmt.Println(version.Get().String())
+		fmt.Fprintln(stdout, version.Get().String())
 		return nil
 	}
 	log, err := logging.New(os.Stderr, *logLevel, *logFormat)

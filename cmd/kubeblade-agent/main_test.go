@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kubeblade/kubeblade/internal/version"
 )
 
 func TestRunRejectsBadInvocations(t *testing.T) {
@@ -24,7 +28,7 @@ func TestRunRejectsBadInvocations(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			err := run(tc.args)
+			err := run(tc.args, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("run(%q) = %v, want an error containing %q", tc.args, err, tc.want)
 			}
@@ -32,8 +36,18 @@ func TestRunRejectsBadInvocations(t *testing.T) {
 	}
 }
 
+// TestVersionFlag: --version prints the build's identity, one line and
+// nothing else, and starts nothing.
 func TestVersionFlag(t *testing.T) {
-	if err := run([]string{"--version"}); err != nil {
+	var out bytes.Buffer
+	if err := run([]string{"--version"}, &out); err != nil {
 		t.Fatal(err)
+	}
+	want := version.Get().String()
+	if want == "" {
+		t.Fatal("version.Get() is empty: nothing to compare the flag's output with")
+	}
+	if got := out.String(); got != want+"\n" {
+		t.Fatalf("--version printed %q, want %q", got, want+"\n")
 	}
 }
