@@ -296,35 +296,69 @@ func Boot(ctx context.Context, o Options) (Result, error) {
 	return res, nil
 }
 
-// TestResult is one top-level test's outcome as the guest printed it.
+// TestResult is one test's or subtest's outcome as the guest printed it.
 type TestResult struct {
-	Name   string
-	Status string // PASS, FAIL or SKIP
-	// Output is what the test printed between its RUN and its result.
+	// Name is the full name, subtests with their parents'
+	// ("TestKernelB/sub").
+	Name string
+	// Status is PASS, FAIL or SKIP, or empty when the guest printed no
+	// result for the test (it crashed or the watchdog fired during it).
+	Status string
+	// Output is what the test itself printed (its subtests' lines are
+	// theirs): a failure's messages, a skip's reason.
 	Output string
 }
 
-var resultRE = regexp.MustCompile(`^--- (PASS|FAIL|SKIP): (\S+)`)
+var (
+	// `go test -v` marks whose output follows: === RUN, === NAME (output
+	// switched back to a test), === CONT (a parallel test resumed) and
+	// === PAUSE.
+	markRE = regexp.MustCompile(`^=== (RUN|NAME|CONT|PAUSE) +(\S+)`)
+	// Result lines, indented four spaces per level for subtests, which
+	// go test -v prints after their top-level test's.
+	resultRE = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): (\S+) \(`)
+)
 
-// TopLevelResults reads `go test -v` output for its top-level tests, in
-// order.
-func TopLevelResults(console string) []TestResult {
-	var out []TestResult
-	var block []string
+// Results reads `go test -v` output for every test and subtest it ran, in
+// the order they started, each with its own output lines (kernel messages
+// that landed on the console in between included).
+func Results(console string) []TestResult {
+	var out []*TestResult
+	byName := map[string]*TestResult{}
+	get := func(name string) *TestResult {
+		r := byName[name]
+		if r == nil {
+			r = &TestResult{Name: name}
+			byName[name] = r
+			out = append(out, r)
+		}
+		return r
+	}
+	var current *TestResult
 	sc := bufio.NewScanner(strings.NewReader(console))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := strings.TrimRight(sc.Text(), "\r")
-		if strings.HasPrefix(line, "=== RUN ") && !strings.Contains(strings.TrimPrefix(line, "=== RUN "), "/") {
-			block = block[:0]
+		if m := markRE.FindStringSubmatch(line); m != nil {
+			current = get(m[2])
+			continue
 		}
-		block = append(block, line)
 		if m := resultRE.FindStringSubmatch(line); m != nil {
-			out = append(out, TestResult{Name: m[2], Status: m[1], Output: strings.Join(block, "\n")})
-			block = block[:0]
+			get(m[2]).Status = m[1]
+			continue
+		}
+		if current != nil && current.Status == "" {
+			if current.Output != "" {
+				current.Output += "\n"
+			}
+			current.Output += line
 		}
 	}
-	return out
+	res := make([]TestResult, len(out))
+	for i, r := range out {
+		res[i] = *r
+	}
+	return res
 }
 
 // ErrNoKernel says no guest kernel was given.

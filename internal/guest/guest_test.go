@@ -3,11 +3,17 @@
 package guest_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kubeblade/kubeblade/internal/guest"
+	"github.com/kubeblade/kubeblade/internal/testreq"
 )
 
 func TestParseSummary(t *testing.T) {
@@ -62,32 +68,141 @@ func TestCommandLine(t *testing.T) {
 	}
 }
 
-func TestTopLevelResults(t *testing.T) {
-	console := `[    0.9] random kernel line
-=== RUN   TestKernelA
---- PASS: TestKernelA (0.01s)
-=== RUN   TestKernelB
-=== RUN   TestKernelB/sub
-    b_test.go:12: boom
-    --- FAIL: TestKernelB/sub (0.00s)
---- FAIL: TestKernelB (0.00s)
-=== RUN   TestKernelC
-    c_test.go:3: SKIP (prerequisite missing): no pwm
---- SKIP: TestKernelC (0.00s)
-FAIL
+// guestConsole is a guest's serial console (CRLF line ends, kernel lines
+// between) around what `go test -v` of Go 1.26 prints for nested, failed,
+// skipped and parallel subtests: each test's output follows its === RUN,
+// === NAME or === CONT line, and the result lines of subtests come after
+// their top-level test's, indented.
+const guestConsole = "[    0.91] random: crng init done\r\n" +
+	"=== RUN   TestKernelA\r\n" +
+	"    a_test.go:6: parent says\r\n" +
+	"=== RUN   TestKernelA/sub_one\r\n" +
+	"=== RUN   TestKernelA/sub_one/deep\r\n" +
+	"    a_test.go:8: SKIP (prerequisite missing): no pwm here\r\n" +
+	"=== NAME  TestKernelA/sub_one\r\n" +
+	"    a_test.go:9: one says\r\n" +
+	"=== RUN   TestKernelA/two\r\n" +
+	"    a_test.go:11: boom\r\n" +
+	"[    1.52] gpio-sim: a kernel line in the middle\r\n" +
+	"=== RUN   TestKernelA/par\r\n" +
+	"=== RUN   TestKernelA/par/p1\r\n" +
+	"=== PAUSE TestKernelA/par/p1\r\n" +
+	"=== RUN   TestKernelA/par/p2\r\n" +
+	"=== PAUSE TestKernelA/par/p2\r\n" +
+	"=== CONT  TestKernelA/par/p1\r\n" +
+	"    a_test.go:13: p1 says\r\n" +
+	"=== CONT  TestKernelA/par/p2\r\n" +
+	"    a_test.go:14: p2 skip\r\n" +
+	"--- FAIL: TestKernelA (0.00s)\r\n" +
+	"    --- PASS: TestKernelA/sub_one (0.00s)\r\n" +
+	"        --- SKIP: TestKernelA/sub_one/deep (0.00s)\r\n" +
+	"    --- FAIL: TestKernelA/two (0.00s)\r\n" +
+	"    --- PASS: TestKernelA/par (0.00s)\r\n" +
+	"        --- PASS: TestKernelA/par/p1 (0.00s)\r\n" +
+	"        --- SKIP: TestKernelA/par/p2 (0.00s)\r\n" +
+	"=== RUN   TestKernelB\r\n" +
+	"=== RUN   TestKernelB/x\r\n" +
+	"    b_test.go:19: nothing to do\r\n" +
+	"--- PASS: TestKernelB (0.00s)\r\n" +
+	"    --- SKIP: TestKernelB/x (0.00s)\r\n" +
+	"=== RUN   TestKernelC\r\n" +
+	"    c_test.go:3: hangs\r\n" +
+	"FAIL\r\n" +
+	"guestinit: watchdog: the tests did not finish within 3m0s\r\n" +
+	"guestinit: 3 skipped\r\n" +
+	"\r\n" +
+	"4 passed, 3 failed\r\n"
 
-1 passed, 2 failed
-`
-	got := guest.TopLevelResults(console)
-	var names []string
-	for _, r := range got {
-		names = append(names, r.Name+"="+r.Status)
+func TestResults(t *testing.T) {
+	want := []guest.TestResult{
+		{Name: "TestKernelA", Status: "FAIL", Output: "    a_test.go:6: parent says"},
+		{Name: "TestKernelA/sub_one", Status: "PASS", Output: "    a_test.go:9: one says"},
+		{Name: "TestKernelA/sub_one/deep", Status: "SKIP", Output: "    a_test.go:8: SKIP (prerequisite missing): no pwm here"},
+		{Name: "TestKernelA/two", Status: "FAIL", Output: "    a_test.go:11: boom\n[    1.52] gpio-sim: a kernel line in the middle"},
+		{Name: "TestKernelA/par", Status: "PASS"},
+		{Name: "TestKernelA/par/p1", Status: "PASS", Output: "    a_test.go:13: p1 says"},
+		{Name: "TestKernelA/par/p2", Status: "SKIP", Output: "    a_test.go:14: p2 skip"},
+		{Name: "TestKernelB", Status: "PASS"},
+		{Name: "TestKernelB/x", Status: "SKIP", Output: "    b_test.go:19: nothing to do"},
+		{Name: "TestKernelC", Output: "    c_test.go:3: hangs\nFAIL\nguestinit: watchdog: the tests did not finish within 3m0s\nguestinit: 3 skipped\n\n4 passed, 3 failed"},
 	}
-	if diff := cmp.Diff([]string{"TestKernelA=PASS", "TestKernelB=FAIL", "TestKernelC=SKIP"}, names); diff != "" {
+	if diff := cmp.Diff(want, guest.Results(guestConsole)); diff != "" {
 		t.Fatalf("(-want +got):\n%s", diff)
 	}
-	if want := "=== RUN   TestKernelB\n=== RUN   TestKernelB/sub\n    b_test.go:12: boom\n    --- FAIL: TestKernelB/sub (0.00s)\n--- FAIL: TestKernelB (0.00s)"; got[1].Output != want {
-		t.Fatalf("output of the failed test:\n%s\nwant:\n%s", got[1].Output, want)
+}
+
+// TestMirrorReachesTheReport mirrors guestConsole in a child process of
+// this test binary and reads the child's output as go test -json does
+// (go tool test2json): what hack/testreport counts. Every in-guest test and
+// subtest must be there, nested, with its outcome and a skip's reason.
+func TestMirrorReachesTheReport(t *testing.T) {
+	const helperEnv = "KUBEBLADE_GUEST_MIRROR_HELPER"
+	if os.Getenv(helperEnv) == "1" {
+		guest.Mirror(t, guest.Results(guestConsole))
+		return
+	}
+	gotool, err := exec.LookPath("go")
+	testreq.Need(t, err == nil, "the go command, for go tool test2json: %v", err)
+	child := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestMirrorReachesTheReport$", "-test.v=test2json", "-test.count=1")
+	child.Env = append(os.Environ(), helperEnv+"=1")
+	conv := exec.CommandContext(t.Context(), gotool, "tool", "test2json", "-p", "guest")
+	conv.Stdin, err = child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stream bytes.Buffer
+	conv.Stdout = &stream
+	if err := conv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The child fails: the console holds failures.
+	_ = child.Run()
+	if err := conv.Wait(); err != nil {
+		t.Fatalf("test2json: %v", err)
+	}
+
+	type event struct{ Action, Test, Output string }
+	got := map[string]string{}
+	output := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(stream.String()), "\n") {
+		var e event
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("test2json line %q: %v", line, err)
+		}
+		name, ok := strings.CutPrefix(e.Test, "TestMirrorReachesTheReport/")
+		if !ok {
+			continue
+		}
+		switch e.Action {
+		case "pass", "fail", "skip":
+			got[name] = e.Action
+		case "output":
+			output[name] += e.Output
+		}
+	}
+	want := map[string]string{
+		"TestKernelA":              "fail",
+		"TestKernelA/sub_one":      "pass",
+		"TestKernelA/sub_one/deep": "skip",
+		"TestKernelA/two":          "fail",
+		"TestKernelA/par":          "pass",
+		"TestKernelA/par/p1":       "pass",
+		"TestKernelA/par/p2":       "skip",
+		"TestKernelB":              "pass", // hack/testreport counts it skipped: both its subtests skipped
+		"TestKernelB/x":            "skip",
+		"TestKernelC":              "fail",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("the host's results of the in-guest tests (-want +got):\n%s\n%s", diff, stream.String())
+	}
+	for name, text := range map[string]string{
+		"TestKernelA/sub_one/deep": "SKIP (prerequisite missing): no pwm here",
+		"TestKernelA/two":          "a_test.go:11: boom",
+		"TestKernelC":              "the guest printed no result for it",
+	} {
+		if !strings.Contains(output[name], text) {
+			t.Errorf("the host's output of %s does not say %q:\n%s", name, text, output[name])
+		}
 	}
 }
 

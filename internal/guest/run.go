@@ -50,9 +50,10 @@ func RequireKernel(t testing.TB) Kernel {
 }
 
 // RunPackage compiles p's tests with the guest tag as a static binary,
-// boots it as the guest's init and reports every top-level test the guest
-// ran as a subtest of t, so `go test -v` on the host lists them. The
-// console is kept in a log file whose path is logged.
+// boots it as the guest's init and reports every test and subtest the
+// guest ran as a subtest of t (Mirror), so the host's go test, and the
+// report make test prints, list them, skips included. The console is kept
+// in a log file whose path is logged.
 func RunPackage(t *testing.T, p Package) Result {
 	t.Helper()
 	k := RequireKernel(t)
@@ -104,16 +105,7 @@ func RunPackage(t *testing.T, p Package) Result {
 		Console: logFile,
 		WorkDir: work,
 	})
-	for _, r := range TopLevelResults(res.Console) {
-		t.Run(r.Name, func(t *testing.T) {
-			switch r.Status {
-			case "FAIL":
-				t.Errorf("failed in the guest:\n%s", r.Output)
-			case "SKIP":
-				t.Skipf("skipped in the guest:\n%s", r.Output)
-			}
-		})
-	}
+	Mirror(t, Results(res.Console))
 	if err != nil {
 		t.Fatalf("guest: %v\nlast console lines:\n%s", err, tail(res.Console, 40))
 	}
@@ -149,4 +141,49 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Mirror runs every in-guest test as a subtest of t, nested as it ran in
+// the guest ("TestGuestRig/TestKernelB/sub"), with its outcome: a failure
+// fails it with what the test printed, a skip skips it with its reason, a
+// test the guest printed no result for fails. So the host's test2json
+// stream, which hack/testreport counts, holds every in-guest test and
+// subtest, and a skip inside the guest is a skip on the host.
+func Mirror(t *testing.T, results []TestResult) {
+	t.Helper()
+	known := map[string]bool{}
+	for _, r := range results {
+		known[r.Name] = true
+	}
+	// A subtest's parent is the longest name before one of its slashes
+	// that the guest ran (a t.Run name may hold a slash of its own).
+	children := map[string][]TestResult{}
+	for _, r := range results {
+		parent := ""
+		for i := len(r.Name) - 1; i > 0; i-- {
+			if r.Name[i] == '/' && known[r.Name[:i]] {
+				parent = r.Name[:i]
+				break
+			}
+		}
+		children[parent] = append(children[parent], r)
+	}
+	var report func(t *testing.T, r TestResult)
+	report = func(t *testing.T, r TestResult) {
+		for _, c := range children[r.Name] {
+			t.Run(strings.TrimPrefix(c.Name, r.Name+"/"), func(t *testing.T) { report(t, c) })
+		}
+		switch r.Status {
+		case "PASS":
+		case "FAIL":
+			t.Errorf("failed in the guest:\n%s", r.Output)
+		case "SKIP":
+			t.Skipf("skipped in the guest:\n%s", r.Output)
+		default:
+			t.Errorf("the guest printed no result for it (a crash, or the watchdog fired during it):\n%s", r.Output)
+		}
+	}
+	for _, r := range children[""] {
+		t.Run(r.Name, func(t *testing.T) { report(t, r) })
+	}
 }
