@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"os"
@@ -14,8 +15,11 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.json from what the code produces")
@@ -294,5 +298,54 @@ func TestSlowSubscriberIsDropped(t *testing.T) {
 	}
 	if n := h.Subscribers(); n != 1 {
 		t.Errorf("%d subscribers, want 1", n)
+	}
+}
+
+// TestRunFlushesAChangeAtTheNextInterval: on its clock, Run sends a change
+// to the pages at the first flush after it, and not before: with the
+// default 200 ms, a Blade status written to the API server reaches the
+// page one watch delivery and at most 200 ms later, well within the 2 s
+// the rack view promises. (The browser tests show the whole path works and
+// log how long it took; they assert no wall-clock bound.)
+func TestRunFlushesAChangeAtTheNextInterval(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	h := NewHub(HubOptions{Clock: clk})
+	nodes, blades := fixtures()
+	for _, n := range nodes {
+		h.SetNode(slimNode(n))
+	}
+	for _, b := range blades {
+		h.SetBlade(b)
+	}
+	h.Flush()
+	s := h.Subscribe()
+	defer s.Close()
+	if m := next(t, s); m.event != "snapshot" {
+		t.Fatalf("first message %q, want the snapshot", m.event)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { defer close(done); h.Run(stop) }()
+	defer func() { close(stop); <-done }()
+	testwait.Eventually(t, 10*time.Second, "Run's ticker", func(context.Context) (bool, string) { return clk.HasWaiters(), "" })
+
+	b := blades[0].DeepCopy()
+	b.Status.TemperatureCelsius = ptr.To[int32](71)
+	h.SetBlade(b)
+	clk.Step(200*time.Millisecond - time.Nanosecond)
+	none(t, s) // no tick yet, so no flush can have run
+	clk.Step(time.Nanosecond)
+	var got message
+	testwait.Eventually(t, 10*time.Second, "the change at the 200 ms flush", func(context.Context) (bool, string) {
+		select {
+		case f := <-s.C():
+			got = parseFrame(t, f)
+			return true, ""
+		default:
+			return false, "nothing sent"
+		}
+	})
+	if got.event != "blades" || !strings.Contains(string(got.data), `"name":"`+b.Name+`"`) || !strings.Contains(string(got.data), "71") {
+		t.Fatalf("sent %s %s, want the blades message with %s at 71 °C", got.event, got.data, b.Name)
 	}
 }

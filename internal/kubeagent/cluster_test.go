@@ -84,14 +84,13 @@ func TestFanPeers(t *testing.T) {
 	})
 
 	// Kill peer-b's agent: its heartbeat ages out.
+	// When (three heartbeat periods after the last) is core's rule,
+	// asserted on explicit times in core's TestFanPeer; here the Event
+	// must come, and a wall-clock bound would measure the machine.
 	b.stop()
-	killed := time.Now()
 	ev := a.waitEvent("FanPeerLost")
 	if ev.Type != corev1.EventTypeWarning || !strings.Contains(ev.Note, "peer-b") || !strings.Contains(ev.Note, "60 %") {
 		t.Errorf("FanPeerLost = %s %q", ev.Type, ev.Note)
-	}
-	if d := time.Since(killed); d > 3*2*time.Second+5*time.Second {
-		t.Errorf("FanPeerLost %s after the kill; want within three heartbeat periods (6 s) plus the write and second-rounding of the heartbeat", d)
 	}
 	testwait.Eventually(t, wait, "peer-a at the lost-peer floor, Blade says Lost", func(ctx context.Context) (bool, string) {
 		bl, _ := a.blade1(ctx)

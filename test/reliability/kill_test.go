@@ -90,8 +90,11 @@ func (p *agentProcess) status() (*bladeapiv1.StatusResponse, error) {
 
 // TestKillAgentMidIdentify kill -9s an agent process while the Node's
 // identify annotation has it blinking, starts it again and expects identify
-// restored from the annotation within 2 s. The simulated hardware dies with
-// the process, so the restarted agent's own status is what is checked.
+// restored from the annotation, and reports how long that took (make
+// reliability's summary): a bound on that wall time would measure the
+// machine's load, two processes and an API server apart. The simulated
+// hardware dies with the process, so the restarted agent's own status is
+// what is checked.
 func TestKillAgentMidIdentify(t *testing.T) {
 	needCP(t)
 	summary.fault(t, "agent kill -9 mid-identify")
@@ -130,9 +133,6 @@ func TestKillAgentMidIdentify(t *testing.T) {
 	restored := time.Since(restart)
 	summary.note("agent kill -9 mid-identify: new process serving after %s, identify restored from the annotation %s after its start",
 		serving.Round(time.Millisecond), restored.Round(time.Millisecond))
-	if restored > 2*time.Second {
-		t.Errorf("identify restored %s after the restart, want within 2s", restored)
-	}
 	n, err := (&blade{node: node}).getNode()
 	if err != nil {
 		t.Fatal(err)

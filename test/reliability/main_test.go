@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -279,6 +280,16 @@ type blade struct {
 // the default sample interval and write pacing: what a real blade runs.
 func startBlade(t *testing.T, node string, labels map[string]string) *blade {
 	t.Helper()
+	return startBladeOn(t, node, labels, nil)
+}
+
+// startBladeOn is startBlade with the agent and its simulated blade on clk
+// (nil: the real clock), for a test that asserts how soon the agent acts:
+// on a fake clock that is a count of sample intervals, which neither load
+// nor -race can stretch. The reporter keeps the real clock: it talks to a
+// real API server.
+func startBladeOn(t *testing.T, node string, labels map[string]string, clk clock.WithTicker) *blade {
+	t.Helper()
 	l := map[string]string{"kubernetes.io/arch": "arm64"}
 	for k, v := range labels {
 		l[k] = v
@@ -291,8 +302,12 @@ func startBlade(t *testing.T, node string, labels map[string]string) *blade {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &blade{t: t, node: node, sim: simulated.New(simulated.Options{Load: 0.2})}
-	if b.agent, err = agent.New(agent.Options{Backend: b.sim, Settings: local.Settings, Version: "reliability"}); err != nil {
+	b := &blade{t: t, node: node, sim: simulated.New(simulated.Options{Load: 0.2, Clock: clk})}
+	ao := agent.Options{Backend: b.sim, Settings: local.Settings, Version: "reliability"}
+	if clk != nil {
+		ao.Clock = clk
+	}
+	if b.agent, err = agent.New(ao); err != nil {
 		t.Fatal(err)
 	}
 	if b.rep, err = kubeagent.New(kubeagent.Options{Config: cp.cfg, NodeName: node, Agent: b.agent, Local: local}); err != nil {

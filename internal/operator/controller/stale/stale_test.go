@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -134,7 +136,6 @@ func TestKilledAgentGoesStaleAndRecovers(t *testing.T) {
 		return b.Status.State == kbv1.BladeStateIdle && b.Status.HeartbeatPeriodSeconds == 1, b.Status.State
 	})
 	kill()
-	killed := time.Now()
 	testwait.Eventually(t, optest.Timeout, "the Blade marked stale", func(ctx context.Context) (bool, string) {
 		b, err := getBlade(ctx, e, "stale-1")
 		if err != nil {
@@ -142,12 +143,10 @@ func TestKilledAgentGoesStaleAndRecovers(t *testing.T) {
 		}
 		return stale.Marked(b), b.Status.State
 	})
-	// Three periods after the last heartbeat (≤ one period before the
-	// kill), plus the heartbeat's one-second resolution and the
-	// reconcile; generous for a loaded 2-core machine.
-	if d := time.Since(killed); d > 3*heartbeat+10*time.Second {
-		t.Errorf("marked %s after the kill; want within three heartbeat periods + 10 s", d)
-	}
+	// When it is marked (three periods after the last heartbeat) is
+	// asserted on the controller's clock in
+	// TestMarkedThreeHeartbeatPeriodsAfterTheLast; a wall-clock bound
+	// here would measure the machine's load.
 	b, _ := getBlade(optest.Ctx(t), e, "stale-1")
 	c := meta.FindStatusCondition(b.Status.Conditions, kbv1.BladeConditionAgentReady)
 	if c == nil || c.Reason != kbv1.BladeReasonHeartbeatStale || !strings.Contains(c.Message, "no heartbeat from the agent since") {
@@ -213,6 +212,53 @@ func TestFreshBladeWaitsForItsTime(t *testing.T) {
 	}
 	if at := stale.StaleAt(b); at.Sub(b.Status.HeartbeatTime.Time) != 15*time.Minute {
 		t.Errorf("stale after %s, want 3 × 300 s", at.Sub(b.Status.HeartbeatTime.Time))
+	}
+}
+
+// TestMarkedThreeHeartbeatPeriodsAfterTheLast drives the controller on a
+// fake clock against the real API server: a second before the Blade's
+// stale time it does not mark it and asks to come back just after it; at
+// that time it marks it and warns on the Node. (The suite's own
+// controller, on the real clock, leaves the Blade alone: its heartbeat is
+// fresh and its period five minutes.)
+func TestMarkedThreeHeartbeatPeriodsAfterTheLast(t *testing.T) {
+	e := suite.Need(t)
+	const name = "stale-clock"
+	e.CreateAll(t, &kbv1.Blade{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	heartbeat := time.Now().Truncate(time.Second) // its resolution on the wire
+	writeStatus(t, e, name, heartbeat, 300)
+	staleAt := heartbeat.Add(3 * 300 * time.Second)
+
+	clk := clocktesting.NewFakeClock(staleAt.Add(-time.Second))
+	rec := events.NewFakeRecorder(10)
+	r := &stale.Reconciler{Client: e.Client, Recorder: rec, Clock: clk}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: name}}
+	res, err := r.Reconcile(optest.Ctx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := time.Second + 10*time.Millisecond; res.RequeueAfter != want {
+		t.Errorf("a second before its stale time: come back after %s, want %s", res.RequeueAfter, want)
+	}
+	if b, err := getBlade(optest.Ctx(t), e, name); err != nil || stale.Marked(b) {
+		t.Fatalf("marked a second before its stale time: %+v %v", b.Status, err)
+	}
+
+	clk.Step(res.RequeueAfter)
+	if res, err = r.Reconcile(optest.Ctx(t), req); err != nil || res.RequeueAfter != 0 {
+		t.Fatalf("at its stale time: %+v, %v", res, err)
+	}
+	b, err := getBlade(optest.Ctx(t), e, name)
+	if err != nil || !stale.Marked(b) {
+		t.Fatalf("not marked at its stale time: %+v %v", b.Status, err)
+	}
+	select {
+	case ev := <-rec.Events:
+		if !strings.HasPrefix(ev, "Warning "+stale.EventAgentStale+" ") {
+			t.Errorf("Event %q, want a Warning %s", ev, stale.EventAgentStale)
+		}
+	default:
+		t.Error("no Event on the Node")
 	}
 }
 
