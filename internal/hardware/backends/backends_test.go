@@ -176,7 +176,7 @@ func TestRegisterBackendDrivesTheBlade(t *testing.T) {
 	if err := b.SetLED(hardware.LEDEdge, hardware.Color{R: 0x12, G: 0x34, B: 0x56}); err != nil {
 		t.Fatal(err)
 	}
-	words, err := m.LEDWords()
+	words, err := m.LEDWords(bcm2711.LEDWordBits)
 	if err != nil {
 		t.Fatal(err)
 	}

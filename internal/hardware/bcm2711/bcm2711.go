@@ -3,9 +3,9 @@
 // did on Raspberry Pi OS: the kernel there has no driver for the LEDs.
 //
 // The fan (GPIO12, ALT0) and the LEDs (GPIO18, ALT5) are both PWM0 channel
-// 0 (SPEC's and Linux's numbering, the pin function PWM0_0; the PWM
-// chapter calls it channel 1, hence RNG1, DAT1, PWEN1), so the two cannot
-// run at once. The PWM clock is set once to 54 MHz / 22
+// 0 (Linux's numbering: bcm2711.dtsi's pin groups pwm0_0_gpio12 and
+// pwm0_0_gpio18; the datasheet's PWM chapter calls it channel 1, hence
+// RNG1, DAT1, PWEN1), so the two cannot run at once. The PWM clock is set once to 54 MHz / 22
 // (≈ 2.45 MHz): the fan runs in mark-space mode at RNG 98 (25.0 kHz) and an
 // LED frame switches the channel to serializer mode, three sub-bits per
 // WS2812 bit, muxes GPIO18 to the PWM only while the frame is sent, and
@@ -13,9 +13,12 @@
 // for the fan and to 2.4 MHz for every frame; one clock for both does the
 // same without stopping the clock manager twice per frame.
 //
-// Register facts: BCM2711 ARM Peripherals (PWM §8, clock manager §5.4 with
-// CM_PWMCTL/CM_PWMDIV at +0xa0/+0xa4 as the BCM2835 errata give them, GPIO
-// §5.2), and the old agent's pkg/hal/hal_bcm2711.go (commit 422cf18).
+// Register facts: docs/hardware.md. Each constant below is pinned to the
+// literal in bcm2711test, which names the upstream source it was read from
+// (Linux's pwm-bcm2835.c, pinctrl-bcm2835.c, clk-bcm2835.c and bcm2711.dtsi,
+// rpi_ws281x for the serializer's bits), by TestRegisterFacts. The old
+// agent's pkg/hal/hal_bcm2711.go (compute-blade-community/compute-blade-agent
+// at 422cf18) is what this driver reproduces.
 package bcm2711
 
 import (
@@ -58,7 +61,7 @@ const (
 	PinLED = 18
 )
 
-// PWM registers and CTL/STA bits (the datasheet's channel 1, SPEC's PWM0
+// PWM registers and CTL/STA bits (the datasheet's channel 1, Linux's PWM0
 // channel 0: the one on GPIO12/18).
 const (
 	RegCTL  = 0x00

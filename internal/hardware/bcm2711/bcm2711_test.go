@@ -38,7 +38,7 @@ func (m *model) clean(t *testing.T) {
 
 func (m *model) ledWords(t *testing.T) []uint32 {
 	t.Helper()
-	w, err := m.LEDWords()
+	w, err := m.LEDWords(bcm2711.LEDWordBits)
 	if err != nil {
 		t.Fatal(err)
 	}
