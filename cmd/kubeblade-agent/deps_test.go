@@ -37,7 +37,7 @@ func TestLinkedPackages(t *testing.T) {
 			"github.com/kubeblade/kubeblade/api/v1alpha1",
 		}},
 	}
-	// The rack view lives in bladectl only (SPEC §9: the agent build does
+	// The rack view lives in bladectl only (docs/dashboard.md: the agent build does
 	// not grow with it): neither it, its embedded page nor the browser
 	// driver its tests use may reach any agent build.
 	for i := range cases {

@@ -88,7 +88,7 @@ func Parse(ann map[string]string, self string) (Requests, []Invalid) {
 
 // parseFanPeer accepts the name of another Node. Blades sharing a fan unit
 // sit side by side in one chassis and are named by people, so the name
-// must be a DNS label (SPEC §8), not the blade itself.
+// must be a DNS label (docs/cluster-aware.md), not the blade itself.
 func parseFanPeer(v, self string) (string, error) {
 	s := strings.TrimSpace(v)
 	if errs := validation.IsDNS1123Label(s); len(errs) > 0 {

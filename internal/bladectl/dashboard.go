@@ -1,6 +1,6 @@
 package bladectl
 
-// bladectl dashboard: the rack view (SPEC §9), served from this machine
+// bladectl dashboard: the rack view (docs/dashboard.md), served from this machine
 // with the caller's own kubeconfig. The server lives in internal/dashboard;
 // this is its command line.
 

@@ -3,7 +3,7 @@ package bladectl
 // The Kubernetes mode: with --node / --all-nodes / --selector, or as
 // `kubectl blade`, commands act through the API server instead of the
 // agent's gRPC API. Control is a merge patch of one Node annotation
-// (SPEC §3), status comes from the Blade object the agent keeps.
+// (docs/operations.md), status comes from the Blade object the agent keeps.
 
 import (
 	"context"
@@ -627,7 +627,7 @@ func (n *nodeClient) SetFan(ctx context.Context, percent *uint32) (*agentv1.Stat
 // errLEDNoAnnotation: LED colours are set only through the agent's API.
 var errLEDNoAnnotation = errors.New("LED colours cannot be set through the Kubernetes API (there is no Node annotation for them): use --blade or --all")
 
-// SetLEDColor is refused: SPEC §3 has no LED annotation. The led command
+// SetLEDColor is refused: there is no LED annotation (docs/operations.md). The led command
 // says so before connecting; this keeps nodeClient a whole bladeClient.
 func (n *nodeClient) SetLEDColor(context.Context, agentv1.LED, *agentv1.Color) (*agentv1.Status, error) {
 	return nil, errLEDNoAnnotation

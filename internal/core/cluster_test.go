@@ -25,7 +25,7 @@ func clusterSettings(t *testing.T) Settings {
 }
 
 // TestLEDPrecedenceAllCombinations walks every combination of the states
-// that claim LEDs and checks each LED against SPEC §8's precedence,
+// that claim LEDs and checks each LED against docs/cluster-aware.md's precedence,
 // critical > identify > maintenance > node attention > stealth > idle,
 // written here as one ordered list of claims per LED.
 func TestLEDPrecedenceAllCombinations(t *testing.T) {
@@ -154,7 +154,7 @@ func TestLongPressTogglesNothingButAsks(t *testing.T) {
 
 func pct(v uint8) *uint8 { return &v }
 
-// TestFanPeer drives the fan-sync rules of SPEC §8 with explicit times: the
+// TestFanPeer drives the fan-sync rules of docs/cluster-aware.md with explicit times: the
 // maximum of both demands, 100 % for a critical peer, the lost-peer floor
 // for a missing, stale or silent peer, and the Events on the transitions.
 func TestFanPeer(t *testing.T) {
@@ -271,7 +271,7 @@ func TestFanPeer(t *testing.T) {
 				}
 				for _, ev := range evs {
 					if want := ev.Reason == ReasonFanPeerLost; ev.Warning != want {
-						t.Errorf("step %d: %s is Warning=%v, want %v (SPEC §8)", i, ev.Reason, ev.Warning, want)
+						t.Errorf("step %d: %s is Warning=%v, want %v (docs/cluster-aware.md)", i, ev.Reason, ev.Warning, want)
 					}
 				}
 			}

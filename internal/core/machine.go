@@ -409,7 +409,7 @@ func (m *Machine) checkStall(now time.Time) {
 }
 
 // Outputs returns what the hardware should be doing. Each LED shows the
-// highest of the states that claim it (SPEC §8: critical > identify >
+// highest of the states that claim it (docs/cluster-aware.md: critical > identify >
 // maintenance > node attention > stealth > idle; API colour overrides sit
 // just above idle):
 //

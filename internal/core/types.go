@@ -50,7 +50,7 @@ type Settings struct {
 	IdentifyColor hardware.Color
 	CriticalColor hardware.Color
 	// MaintenanceColor, SafeToPullColor and NodeAttentionColor show the
-	// Node's maintenance and attention states (SPEC §8).
+	// Node's maintenance and attention states (docs/cluster-aware.md).
 	MaintenanceColor   hardware.Color
 	SafeToPullColor    hardware.Color
 	NodeAttentionColor hardware.Color

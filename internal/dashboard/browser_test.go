@@ -623,7 +623,7 @@ func TestBrowserShowsAStaleAgent(t *testing.T) {
 	if got := eval[string](p, cond(`return card("st-1").dataset.agent`)); got != dashboard.AgentReporting {
 		t.Fatalf("st-1 is %q before going stale", got)
 	}
-	// What the operator writes when heartbeats stop (SPEC §8).
+	// What the operator writes when heartbeats stop (docs/cluster-aware.md).
 	setStatus(t, "st-1", func(s *v1alpha1.BladeStatus) {
 		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1alpha1.BladeConditionAgentReady,
 			Status: metav1.ConditionUnknown, Reason: dashboard.ReasonHeartbeatStale, Message: "no heartbeat for 16m0s"})

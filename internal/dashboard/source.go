@@ -204,7 +204,7 @@ func deletedName(o any) string {
 var ErrNodeNotFound = errors.New("node not found")
 
 // SetIdentify starts or stops identify on a blade by setting its Node's
-// kubeblade.io/identify annotation (SPEC §3), with a merge patch of that
+// kubeblade.io/identify annotation (docs/operations.md), with a merge patch of that
 // one key so nothing else on the Node can be overwritten.
 func (s *Source) SetIdentify(ctx context.Context, node string, on bool) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{

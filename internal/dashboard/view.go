@@ -20,8 +20,8 @@ import (
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
 )
 
-// Names of the SPEC's optional rack placement labels, the maintenance
-// annotations (SPEC §8) and the operator's stale-agent condition. They are
+// Names of the optional rack placement labels (docs/dashboard.md), the
+// maintenance annotations (docs/cluster-aware.md) and the operator's stale-agent condition. They are
 // the contract's names; the page renders them whoever writes them.
 const (
 	LabelChassis               = "kubeblade.io/chassis"

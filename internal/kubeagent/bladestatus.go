@@ -187,7 +187,7 @@ func classify(last *v1alpha1.BladeStatus, next v1alpha1.BladeStatus) statusChang
 }
 
 // DemandStep is the move of the published fan demand that is written at
-// once (SPEC §8: "when it changes by 5 points or more"); smaller moves wait
+// once (docs/cluster-aware.md: "when it moves by 5 points or more"); smaller moves wait
 // for the next drift write or the heartbeat.
 const DemandStep = 5
 

@@ -13,7 +13,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/kubeclient"
 )
 
-// The cluster-aware half of the reporter (SPEC §8): the fan peer's Blade,
+// The cluster-aware half of the reporter (docs/cluster-aware.md): the fan peer's Blade,
 // the Node's maintenance and attention states, and the long press that
 // toggles maintenance. Like the rest, it reads only named objects: its own
 // Node and, when one is declared, the one peer Blade.

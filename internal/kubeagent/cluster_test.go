@@ -44,7 +44,7 @@ func peerState(bl *v1alpha1.Blade) string {
 }
 
 // TestFanPeers runs two agents whose Nodes declare each other fan peers
-// (SPEC §8): each publishes its own demand and drives the higher of both;
+// (docs/cluster-aware.md): each publishes its own demand and drives the higher of both;
 // a critical peer means 100 %; a killed peer goes stale after three of its
 // heartbeat periods (FanPeerLost, the lost-peer floor) and is followed
 // again when it returns (FanPeerRestored).
@@ -205,7 +205,7 @@ func markReady(t *testing.T, node string, ready bool) {
 func (b *bladeUnderTest) leds() [2]core.LEDState { return b.agent.Status().LEDs }
 
 // TestNodeStateOnTheLEDs: the operator's maintenance state and the Node's
-// cordon and readiness reach the LEDs with SPEC §8's patterns.
+// cordon and readiness reach the LEDs with docs/cluster-aware.md's patterns.
 func TestNodeStateOnTheLEDs(t *testing.T) {
 	b := startBlade(t, "leds")
 	s := b.agent.Status().Settings
@@ -322,7 +322,7 @@ func TestLongPressTogglesMaintenance(t *testing.T) {
 
 // TestDemandWrittenOnFivePointMoves: the published demand is written at
 // once when it moves by 5 points or more; smaller moves ride along with
-// the next drift write or heartbeat (SPEC §8).
+// the next drift write or heartbeat (docs/cluster-aware.md).
 func TestDemandWrittenOnFivePointMoves(t *testing.T) {
 	d := func(v int32) *int32 { return &v }
 	base := v1alpha1.BladeStatus{State: v1alpha1.BladeStateIdle, Fan: v1alpha1.BladeFanStatus{Mode: "auto", Percent: 40, DemandPercent: d(40)}}

@@ -227,7 +227,7 @@ func (c *Cluster) DeclareFanPeers(ctx context.Context, a, b string) error {
 // DemoChassis is the chassis make demo puts its blades in.
 const DemoChassis = "demo-rack"
 
-// ChassisLabels are the rack view's Node labels (SPEC §9) that put nodes
+// ChassisLabels are the rack view's Node labels (docs/dashboard.md) that put nodes
 // into chassis in slots 1, 2, … in their order: what PlaceInChassis sets,
 // and what the dashboard's screenshot test draws as the demo's rack.
 func ChassisLabels(chassis string, nodes []string) map[string]map[string]string {

@@ -4,7 +4,7 @@
  * class devices, and its fan PWM as a PWM chip.
  *
  * The LEDs hang off GPIO18. On a CM4 (BCM2711) that pin's PWM function is
- * PWM0 channel 0 (SPEC's and Linux's numbering, the pin function PWM0_0;
+ * PWM0 channel 0 (Linux's numbering, the pin function PWM0_0;
  * the datasheet's PWM chapter calls it channel 1: PWEN1, RNG1, DAT1), the
  * very channel the fan on GPIO12 uses, so this driver owns both: it
  * serializes each frame through the channel and gives the fan its duty

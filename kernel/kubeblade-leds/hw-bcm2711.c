@@ -2,7 +2,7 @@
 /*
  * kubeblade-leds: BCM2711 (Compute Module 4) hardware.
  *
- * PWM0 channel 0 (SPEC's and Linux's numbering, the pin function PWM0_0;
+ * PWM0 channel 0 (Linux's numbering, the pin function PWM0_0;
  * the datasheet's PWM chapter calls it channel 1, hence PWEN1, RNG1, DAT1
  * and FIF1 below) drives the fan on GPIO12 (ALT0) in mark-space mode and,
  * for each frame, the LEDs on GPIO18 (ALT5) in serializer mode. GPIO18 is

@@ -112,7 +112,7 @@ const (
 // pickFanHwmon chooses a hwmon device for the fan. On a Raspberry Pi it
 // must be a pwm-fan whose pwms property points at the GPIO12 PWM chip
 // (then that driver owns the PWM and sysfs cannot export it); on the Radxa
-// CM5 it is the pwm-fan named pwmfan, as SPEC §2 and the old agent have it.
+// CM5 it is the pwm-fan named pwmfan, as the old agent has it (docs/hardware.md).
 func pickFanHwmon(devs []sysfs.HwmonDevice, soc, override string, gpio12 *pwmPick) (sysfs.HwmonDevice, string, error) {
 	if override != "" {
 		for _, d := range devs {

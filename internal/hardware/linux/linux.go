@@ -28,7 +28,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/tach"
 )
 
-// Defaults for paths and the blade's wiring (SPEC §2).
+// Defaults for paths and the blade's wiring (docs/hardware.md#pins).
 const (
 	DefaultSysfsRoot = "/sys"
 	DefaultDevRoot   = "/dev"

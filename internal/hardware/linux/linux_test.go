@@ -343,7 +343,7 @@ func TestCM4StandardFanUnit(t *testing.T) {
 
 	// PoE detect pulled down, the BCM2711's reset default on GPIO23: an
 	// undriven line reads "not PoE+" (the old agent's pull-up would
-	// report PoE+; hardware-facts.md, Pins).
+	// report PoE+; docs/hardware.md#pins).
 	if r := chip.Line(23).Request(); r.Bias != gpio.BiasPullDown || r.Output {
 		t.Fatalf("PoE detect request %+v: want an input with a pull-down", r)
 	}
@@ -664,7 +664,7 @@ func TestSmartFanUnit(t *testing.T) {
 
 // TestSilentUARTNeverClaimsItsPins: with the UART overlay on, GPIO12/13
 // are the UART's (UART5 on a CM4, RP1 UART4 on a CM5; the UART and PWM
-// overlays are mutually exclusive, hardware-facts.md). A unit that stays
+// overlays are mutually exclusive, docs/hardware.md#pins). A unit that stays
 // silent (powered later, say) must not make the agent take them as GPIO
 // for the standard unit. Until it speaks, what it provides (fan, RPM,
 // airflow, and here the only LED) is missing with the reason, and a fan
@@ -999,7 +999,7 @@ func TestCloseLeavesTheFanSafe(t *testing.T) {
 	})
 }
 
-// TestRadxaCM5 follows SPEC §2: the fan through the pwm-fan hwmon device
+// TestRadxaCM5 follows docs/hardware.md#pins: the fan through the pwm-fan hwmon device
 // (pwm1 0–255, drivers/hwmon/pwm-fan.c MAX_PWM), the SoC temperature from
 // the thermal zone the kernel in use names (mainline rk3588-base.dtsi:
 // package-thermal; Rockchip's BSP: soc-thermal), the rest missing.

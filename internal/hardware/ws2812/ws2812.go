@@ -8,7 +8,7 @@
 // ± 0.15 µs; a low line for at least the reset time latches the colours
 // (≥ 50 µs on the original part, ≥ 280 µs on WS2812B-V5). A serializer clocked
 // at a few MHz draws each bit as a few sub-bits, which is how the old
-// compute-blade-agent drove them (hardware-facts.md) and how the kernel
+// compute-blade-agent drove them (docs/hardware.md) and how the kernel
 // driver does.
 package ws2812
 
@@ -38,7 +38,7 @@ const (
 type Order string
 
 const (
-	// RGB is the order of the Compute Blade's LEDs (SPEC §2; the old agent
+	// RGB is the order of the Compute Blade's LEDs (docs/hardware.md; the old agent
 	// sends red, green, blue).
 	RGB Order = "rgb"
 	// GRB is the order of a stock WS2812B.

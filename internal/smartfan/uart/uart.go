@@ -17,8 +17,8 @@
 // around every LED frame: just before it, so the shared variable holds this
 // blade's percent when the LED frame copies it into this blade's request,
 // and just after it, in case the other blade's fan frame came in between.
-// The facts are in shared/notes/hardware-facts.md ("Smart fan unit
-// firmware"); smartfantest models them.
+// The facts, with their sources, are in docs/hardware.md ("The smart fan
+// unit's firmware"); smartfantest models them.
 package uart
 
 import (
@@ -349,7 +349,7 @@ func (c *Client) resend(p *port, withLED bool) error {
 // writeLED sends an LED frame between two copies of the fan request (when
 // there is one). The firmware's fan handler sees the LED frame too and
 // sets this blade's request to the percent it decoded last, from either
-// blade (hardware-facts.md: one request variable shared by both blades):
+// blade (docs/hardware.md: one request variable shared by both blades):
 // the request just before makes that this blade's own percent, so the
 // fan does not dip even for the time of a frame; the one after repairs a
 // fan frame of the other blade's that arrived in between.

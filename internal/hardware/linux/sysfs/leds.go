@@ -95,7 +95,7 @@ func (l *MulticolorLED) Set(r, g, b uint8) error {
 //     dim colour would come out black;
 //   - the PIO program shifts each pixel out as G, R, B (W only for RGBW).
 //
-// The blade's LEDs take R, G, B on the wire (SPEC §2; the old agent sends
+// The blade's LEDs take R, G, B on the wire (docs/hardware.md; the old agent sends
 // that order on a CM4), so the stream puts the wanted red where the driver
 // reads green and vice versa, and sends each value through the inverse of
 // the gamma table, so the LEDs receive the configured values (or the nearest

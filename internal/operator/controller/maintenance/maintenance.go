@@ -1,5 +1,5 @@
 // Package maintenance is the controller that takes a blade out of service
-// when its Node asks (SPEC §8): kubeblade.io/maintenance "true" — set by a
+// when its Node asks (docs/cluster-aware.md): kubeblade.io/maintenance "true" — set by a
 // long press of the blade's button or by a person — cordons the Node and
 // drains it through the Eviction API, never more than maxConcurrent blades
 // cluster-wide at once, the others queued in the order they asked; "false"
@@ -48,7 +48,7 @@ const ControllerName = "node-maintenance"
 // FieldManager names the operator's patches to Nodes.
 const FieldManager = "kubeblade-operator-maintenance"
 
-// Event reasons (SPEC §8).
+// Event reasons (docs/cluster-aware.md).
 const (
 	EventRequested = "MaintenanceRequested"
 	EventQueued    = "MaintenanceQueued"
@@ -100,7 +100,7 @@ type Reconciler struct {
 	// "false" or removed) and that have not been reconciled since. A
 	// quick "false" then "true" leaves only "true" in the cache by the
 	// time the reconcile runs; this is how it still counts as the retry
-	// SPEC §8 promises for a failed drain.
+	// docs/cluster-aware.md promises for a failed drain.
 	// The value is the resourceVersion the end was seen at, so a
 	// reconcile consumes only the mark it acted on (CompareAndDelete),
 	// not one the watch stored while it ran.

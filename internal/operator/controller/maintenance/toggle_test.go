@@ -24,7 +24,7 @@ import (
 // "true" written before the controller reconciles leave only "true" in its
 // cache, on a Node still marked failed. The transition the watch saw must
 // still end the old maintenance (uncordon, clear) so the next reconcile
-// starts a new one — the retry SPEC §8 promises for a failed drain.
+// starts a new one — the retry docs/cluster-aware.md promises for a failed drain.
 func TestToggleCollapsedInTheCache(t *testing.T) {
 	failed := map[string]string{
 		kbv1.AnnotationMaintenance:               "true",

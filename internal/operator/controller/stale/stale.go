@@ -1,9 +1,9 @@
-// Package stale is the controller that makes a silent agent visible (SPEC
-// §8): a Blade whose heartbeat is older than three of its agent's
-// heartbeat periods gets AgentReady=Unknown (reason HeartbeatStale) and the
-// state Unknown, and its Node a Warning Event AgentStale. The agent's next
-// status write clears both, since it owns those fields and applies them
-// with force.
+// Package stale is the controller that makes a silent agent visible
+// (docs/cluster-aware.md): a Blade whose heartbeat is older than three of
+// its agent's heartbeat periods gets AgentReady=Unknown (reason
+// HeartbeatStale) and the state Unknown, and its Node a Warning Event
+// AgentStale. The agent's next status write clears both, since it owns
+// those fields and applies them with force.
 //
 // Each Blade has one timer: a reconcile computes when the Blade goes stale
 // and asks the work queue to come back then (a delayed requeue, which the

@@ -9,7 +9,7 @@
 // of the next run if an earlier one was killed before it could clean up.
 // The settings that this machine kind needs (cgroup v1, no
 // CAP_SYS_RESOURCE, no kube-proxy, no registry) are the ones
-// shared/notes/real-kubelet.md records; each is explained where it is set.
+// docs/testing.md describes; each is explained where it is set.
 package nodeenv
 
 import (
