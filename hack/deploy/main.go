@@ -6,6 +6,7 @@
 //	deploytool sync-chart [-check]
 //	deploytool manifests [-check]
 //	deploytool image -out dist/image -version v1.2.3 -ldflags '...'
+//	deploytool image-file -layout dist/image -platform linux/arm64 -path usr/local/bin/kubeblade-agent -out bin/x
 package main
 
 import (
@@ -15,7 +16,10 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/kubeblade/kubeblade/hack/deploy/chartsync"
 	"github.com/kubeblade/kubeblade/hack/deploy/image"
@@ -34,7 +38,7 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: deploytool sync-chart|manifests|image [flags]")
+		return fmt.Errorf("usage: deploytool sync-chart|manifests|image|image-file [flags]")
 	}
 	root, err := render.RepoRoot()
 	if err != nil {
@@ -83,6 +87,37 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		fmt.Printf("wrote %s (index %s, version %s) in %s\n", *out, d, *version, time.Since(start).Round(time.Millisecond))
+		return nil
+	case "image-file":
+		dir := fs.String("layout", filepath.Join(root, "dist", "image"), "OCI image layout to read (make image's, or a release's)")
+		plat := fs.String("platform", "linux/arm64", "the image's platform, os/arch[/variant]")
+		name := fs.String("path", "usr/local/bin/kubeblade-agent", "file in the image")
+		out := fs.String("out", "", "where to write it (required)")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if *out == "" {
+			return fmt.Errorf("image-file: -out is required")
+		}
+		p, err := v1.ParsePlatform(*plat)
+		if err != nil {
+			return fmt.Errorf("image-file: -platform: %w", err)
+		}
+		b, mode, err := image.File(*dir, *p, *name)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+			return err
+		}
+		tmp := *out + ".tmp"
+		if err := os.WriteFile(tmp, b, os.FileMode(mode).Perm()); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, *out); err != nil {
+			return err
+		}
+		fmt.Printf("%s: /%s of the %s image in %s (%d bytes)\n", *out, strings.TrimPrefix(*name, "/"), p, *dir, len(b))
 		return nil
 	}
 	return fmt.Errorf("unknown command %q", args[0])

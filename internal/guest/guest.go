@@ -1,15 +1,18 @@
 // Package guest boots a real Linux kernel in QEMU with a Go test binary as
 // its init, so code that talks to kernel interfaces (GPIO character device,
-// gpio-sim, sysfs PWM, LED class) is tested against the kernel itself rather
-// than against fixtures.
+// gpio-sim, sysfs PWM, LED class, the devicetree) is tested against the
+// kernel itself rather than against fixtures.
 //
 // The host side (this package) compiles a package's tests with the `guest`
-// build tag, packs the static binary into an initramfs made by the kernel's
-// own usr/gen_init_cpio, boots QEMU (TCG; KVM only when asked for, as this
-// machine kind's /dev/kvm cannot run a Linux guest), keeps the serial console
+// build tag for the kernel's architecture, packs the static binary into an
+// initramfs made by the kernel's own usr/gen_init_cpio, boots QEMU (TCG; KVM
+// only when asked for, as this machine kind's /dev/kvm cannot run a Linux
+// guest) once per scenario of that architecture (package scenario: the x86_64
+// guest without a devicetree, or QEMU's arm64 virt board with a Compute
+// Blade's devicetree made from virt's own with dtc), keeps the serial console
 // in a log file and reads the result from the console's final
 // "N passed, M failed" line. The guest side is package guestinit; the kernel
-// comes from hack/kernel/build.sh (make hwtest).
+// comes from hack/kernel/build.sh (make hwtest, make hwtest-arm64).
 package guest
 
 import (
@@ -26,13 +29,19 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kubeblade/kubeblade/internal/guest/scenario"
 )
 
 // Environment variables the rig reads.
 const (
 	// EnvKernel names the directory hack/kernel/build.sh printed: it holds
-	// bzImage and build/usr/gen_init_cpio.
+	// the kernel (bzImage or Image), build/usr/gen_init_cpio and the
+	// inputs file naming its architecture.
 	EnvKernel = "KUBEBLADE_GUEST_KERNEL"
+	// EnvScenarios, when set, keeps only the scenarios it names
+	// (comma-separated, e.g. cm5), to debug one machine.
+	EnvScenarios = "KUBEBLADE_GUEST_SCENARIOS"
 	// EnvKVM, set to 1, boots with KVM instead of TCG emulation. Only for
 	// machines with real virtualisation (this kind's kvm_pvm is not).
 	EnvKVM = "KUBEBLADE_GUEST_KVM"
@@ -41,6 +50,10 @@ const (
 	EnvLogDir = "KUBEBLADE_GUEST_LOGDIR"
 	// EnvWatchdog carries the in-guest watchdog to guestinit.
 	EnvWatchdog = "KUBEBLADE_GUEST_WATCHDOG"
+	// EnvAgent names the kubeblade-agent binary for the guest's
+	// architecture, read out of the image's manifest for that platform
+	// (make hwtest and hwtest-arm64 extract it with deploytool image-file).
+	EnvAgent = "KUBEBLADE_GUEST_AGENT"
 	// EnvSuite, set to 1 by make hwtest, marks the suite in-guest tests
 	// belong to: elsewhere under make test they skip, as that step runs
 	// them.
@@ -49,7 +62,9 @@ const (
 
 // Kernel is a built guest kernel.
 type Kernel struct {
-	// Image is the bootable kernel (bzImage).
+	// Machine is how QEMU runs the kernel's architecture.
+	Machine Machine
+	// Image is the bootable kernel (bzImage, Image).
 	Image string
 	// GenInitCPIO is the kernel's initramfs packer.
 	GenInitCPIO string
@@ -57,10 +72,66 @@ type Kernel struct {
 	BuildDir string
 }
 
-// KernelFromDir reads a directory made by hack/kernel/build.sh.
+// Machine is how one architecture's guest is emulated and built for.
+type Machine struct {
+	// Arch is the kernel's (and scenario's) architecture name.
+	Arch string
+	// GOARCH builds the guest's init and test binaries.
+	GOARCH string
+	// QEMU is the emulator binary; QEMUPackage the Debian package that
+	// has it.
+	QEMU, QEMUPackage string
+	// Args select the emulated machine and CPU.
+	Args []string
+	// Image is the kernel file hack/kernel/build.sh leaves.
+	Image string
+	// Cmdline are the architecture's own kernel parameters: the serial
+	// console, and how power-off ends QEMU.
+	Cmdline []string
+	// KernelMake are the make variables out-of-tree modules build with.
+	KernelMake []string
+}
+
+// Machines are the guests' architectures.
+var Machines = map[string]Machine{
+	scenario.ArchX86: {
+		Arch: scenario.ArchX86, GOARCH: "amd64",
+		QEMU: "qemu-system-x86_64", QEMUPackage: "qemu-system-x86",
+		Image: "bzImage",
+		// ACPI reboot, which -no-reboot turns into QEMU's exit.
+		Cmdline: []string{"console=ttyS0", "reboot=acpi"},
+	},
+	scenario.ArchARM: {
+		Arch: scenario.ArchARM, GOARCH: "arm64",
+		QEMU: "qemu-system-aarch64", QEMUPackage: "qemu-system-arm",
+		// The CM4's own core; it also spares TCG the pointer
+		// authentication of -cpu max, which it emulates slowly.
+		Args:  []string{"-machine", "virt", "-cpu", "cortex-a72"},
+		Image: "Image",
+		// PSCI power-off ends QEMU.
+		Cmdline:    []string{"console=ttyAMA0"},
+		KernelMake: []string{"ARCH=arm64", "CROSS_COMPILE=aarch64-linux-gnu-"},
+	},
+}
+
+// KernelFromDir reads a directory made by hack/kernel/build.sh: its inputs
+// file names the architecture (x86_64 when it does not).
 func KernelFromDir(dir string) (Kernel, error) {
+	arch := scenario.ArchX86
+	if in, err := os.ReadFile(filepath.Join(dir, "inputs")); err == nil {
+		for _, line := range strings.Split(string(in), "\n") {
+			if a, ok := strings.CutPrefix(line, "arch "); ok {
+				arch = strings.TrimSpace(a)
+			}
+		}
+	}
+	m, ok := Machines[arch]
+	if !ok {
+		return Kernel{}, fmt.Errorf("guest kernel in %s: unknown architecture %q", dir, arch)
+	}
 	k := Kernel{
-		Image:       filepath.Join(dir, "bzImage"),
+		Machine:     m,
+		Image:       filepath.Join(dir, m.Image),
 		GenInitCPIO: filepath.Join(dir, "build", "usr", "gen_init_cpio"),
 		BuildDir:    filepath.Join(dir, "build"),
 	}
@@ -109,6 +180,10 @@ type Options struct {
 	// WorkDir holds the initramfs (default a temporary directory that is
 	// removed afterwards).
 	WorkDir string
+	// DeviceTree, when not empty, is devicetree source added to the
+	// machine's own devicetree (scenario.Source); the guest boots with
+	// the result. Only machines that have one (arm64 virt).
+	DeviceTree string
 }
 
 // Result is what a boot reported.
@@ -177,12 +252,13 @@ func parents(d string) []string {
 	return append(parents(filepath.Dir(d)), d)
 }
 
-// CommandLine is the kernel command line for a boot: the serial console,
-// quiet enough that kernel messages rarely split init's lines, an
-// immediate reboot (which -no-reboot turns into qemu's exit) on panic, the
-// environment, then init's arguments.
-func CommandLine(extra []string, env map[string]string, args []string) string {
-	parts := append([]string{"console=ttyS0", "loglevel=4", "panic=-1", "reboot=acpi"}, extra...)
+// CommandLine is the kernel command line for a boot: the machine's own
+// parameters (serial console, power-off), quiet enough that kernel messages
+// rarely split init's lines, an immediate reboot (which -no-reboot turns
+// into qemu's exit) on panic, the environment, then init's arguments.
+func CommandLine(m Machine, extra []string, env map[string]string, args []string) string {
+	parts := append(append([]string(nil), m.Cmdline...), "loglevel=4", "panic=-1")
+	parts = append(parts, extra...)
 	keys := make([]string, 0, len(env))
 	for k := range env {
 		keys = append(keys, k)
@@ -206,29 +282,95 @@ func sortStrings(s []string) {
 	}
 }
 
-// QEMUArgs are qemu-system-x86_64's arguments for a boot.
-func QEMUArgs(o Options, initramfs string) []string {
+// machineArgs are QEMU's arguments for the emulated machine alone: the
+// ones a devicetree dumped with -machine dumpdtb must be made with too, as
+// QEMU builds it from them (CPU, memory, core count).
+func machineArgs(o Options) []string {
 	mem := o.MemoryMB
 	if mem <= 0 {
 		mem = 512
 	}
-	accel := []string{"-accel", "tcg", "-cpu", "max"}
-	if o.KVM {
-		accel = []string{"-accel", "kvm", "-cpu", "host"}
+	m := o.Kernel.Machine
+	args := append([]string(nil), m.Args...)
+	switch {
+	case o.KVM:
+		args = append(args, "-accel", "kvm", "-cpu", "host")
+	case len(m.Args) == 0:
+		args = append(args, "-accel", "tcg", "-cpu", "max")
+	default:
+		args = append(args, "-accel", "tcg")
 	}
-	args := append(accel,
+	return append(args,
 		"-m", strconv.Itoa(mem),
 		"-smp", "1",
 		"-nodefaults", "-no-user-config",
 		"-display", "none",
+	)
+}
+
+// QEMUArgs are the emulator's arguments for a boot; dtb is the devicetree
+// blob to boot with ("" for the machine's own).
+func QEMUArgs(o Options, initramfs, dtb string) []string {
+	args := append(machineArgs(o),
 		"-monitor", "none",
 		"-serial", "stdio",
 		"-no-reboot",
 		"-kernel", o.Kernel.Image,
 		"-initrd", initramfs,
-		"-append", CommandLine(o.Cmdline, o.Env, o.Args),
+		"-append", CommandLine(o.Kernel.Machine, o.Cmdline, o.Env, o.Args),
 	)
+	if dtb != "" {
+		args = append(args, "-dtb", dtb)
+	}
 	return args
+}
+
+// DeviceTreeBlob makes the devicetree a boot with o uses: QEMU dumps the
+// machine's own (-machine dumpdtb, with the very arguments of the boot),
+// dtc decompiles it, o.DeviceTree is appended (a later definition of a
+// node or property overrides an earlier one) and dtc compiles the result
+// into work/guest.dtb. QEMU keeps such a blob's root compatible and model;
+// it only fills in /chosen and /memory.
+func DeviceTreeBlob(ctx context.Context, o Options, work string) (string, error) {
+	qemu, err := exec.LookPath(o.Kernel.Machine.QEMU)
+	if err != nil {
+		return "", fmt.Errorf("%s (Debian package %s): %w", o.Kernel.Machine.QEMU, o.Kernel.Machine.QEMUPackage, err)
+	}
+	dtc, err := exec.LookPath("dtc")
+	if err != nil {
+		return "", fmt.Errorf("dtc (Debian package device-tree-compiler): %w", err)
+	}
+	base := filepath.Join(work, "machine.dtb")
+	run := func(name string, args ...string) error {
+		out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	if err := run(qemu, append(machineArgs(o), "-machine", "dumpdtb="+base)...); err != nil {
+		return "", err
+	}
+	src := filepath.Join(work, "guest.dts")
+	if err := run(dtc, "-q", "-I", "dtb", "-O", "dts", "-o", src, base); err != nil {
+		return "", err
+	}
+	f, err := os.OpenFile(src, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return "", err
+	}
+	_, err = f.WriteString(o.DeviceTree)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", err
+	}
+	dtb := filepath.Join(work, "guest.dtb")
+	if err := run(dtc, "-q", "-I", "dts", "-O", "dtb", "-o", dtb, src); err != nil {
+		return "", err
+	}
+	return dtb, nil
 }
 
 // Boot packs the initramfs, boots QEMU and waits for it to exit. The error
@@ -268,13 +410,20 @@ func Boot(ctx context.Context, o Options) (Result, error) {
 		return Result{}, fmt.Errorf("gen_init_cpio: %v: %s", err, packErr.String())
 	}
 
-	qemu, err := exec.LookPath("qemu-system-x86_64")
+	m := o.Kernel.Machine
+	qemu, err := exec.LookPath(m.QEMU)
 	if err != nil {
-		return Result{}, fmt.Errorf("qemu-system-x86_64 (Debian package qemu-system-x86): %w", err)
+		return Result{}, fmt.Errorf("%s (Debian package %s): %w", m.QEMU, m.QEMUPackage, err)
+	}
+	dtb := ""
+	if o.DeviceTree != "" {
+		if dtb, err = DeviceTreeBlob(ctx, o, work); err != nil {
+			return Result{}, fmt.Errorf("devicetree: %w", err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, qemu, QEMUArgs(o, cpio)...)
+	cmd := exec.CommandContext(ctx, qemu, QEMUArgs(o, cpio, dtb)...)
 	var console bytes.Buffer
 	w := io.Writer(&console)
 	if o.Console != nil {

@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/kubeblade/kubeblade/internal/guest"
+	"github.com/kubeblade/kubeblade/internal/guest/scenario"
 	"github.com/kubeblade/kubeblade/internal/testreq"
 )
 
@@ -61,10 +63,51 @@ file /bin/helper /b/h 0755 0 0
 }
 
 func TestCommandLine(t *testing.T) {
-	got := guest.CommandLine([]string{"x.y=1"}, map[string]string{"B": "2", "A": "1"}, []string{"-test.v", "-test.run=^TestKernel"})
-	want := "console=ttyS0 loglevel=4 panic=-1 reboot=acpi x.y=1 A=1 B=2 -- -test.v -test.run=^TestKernel"
-	if got != want {
-		t.Fatalf("got  %q\nwant %q", got, want)
+	for arch, want := range map[string]string{
+		scenario.ArchX86: "console=ttyS0 reboot=acpi loglevel=4 panic=-1 x.y=1 A=1 B=2 -- -test.v -test.run=^TestKernel",
+		scenario.ArchARM: "console=ttyAMA0 loglevel=4 panic=-1 x.y=1 A=1 B=2 -- -test.v -test.run=^TestKernel",
+	} {
+		got := guest.CommandLine(guest.Machines[arch], []string{"x.y=1"}, map[string]string{"B": "2", "A": "1"}, []string{"-test.v", "-test.run=^TestKernel"})
+		if got != want {
+			t.Errorf("%s:\ngot  %q\nwant %q", arch, got, want)
+		}
+	}
+}
+
+// TestKernelFromDir: the architecture comes from build.sh's inputs file,
+// and with it the kernel file and the machine.
+func TestKernelFromDir(t *testing.T) {
+	for arch, image := range map[string]string{"": "bzImage", "x86_64": "bzImage", "arm64": "Image"} {
+		dir := t.TempDir()
+		for _, p := range []string{image, "build/usr/gen_init_cpio"} {
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, p), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if arch != "" {
+			if err := os.WriteFile(filepath.Join(dir, "inputs"), []byte("script x\narch "+arch+"\ncompiler y\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		k, err := guest.KernelFromDir(dir)
+		if err != nil {
+			t.Fatalf("%q: %v", arch, err)
+		}
+		want := arch
+		if want == "" {
+			want = "x86_64"
+		}
+		if k.Machine.Arch != want || k.Image != filepath.Join(dir, image) {
+			t.Errorf("%q: machine %s, image %s", arch, k.Machine.Arch, k.Image)
+		}
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "inputs"), []byte("arch riscv64\n"), 0o644)
+	if _, err := guest.KernelFromDir(dir); err == nil || !strings.Contains(err.Error(), "riscv64") {
+		t.Fatalf("an unknown architecture: %v", err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubeblade/kubeblade/internal/guest/scenario"
 	"github.com/kubeblade/kubeblade/internal/testreq"
 )
 
@@ -34,44 +35,91 @@ type Package struct {
 // RequireKernel returns the kernel named by KUBEBLADE_GUEST_KERNEL, or
 // ends the test through testreq (a visible skip in a plain `go test`, a
 // failure in make hwtest). Under make test's other steps, which require
-// their prerequisites but leave the guest to the hwtest step, it skips.
+// their prerequisites but leave the guest to the hwtest steps, it skips.
 func RequireKernel(t testing.TB) Kernel {
 	t.Helper()
 	dir := os.Getenv(EnvKernel)
 	if dir == "" && testreq.Required() && os.Getenv(EnvSuite) != "1" {
-		t.Skip("in-guest tests run in make hwtest's step, which sets " + EnvKernel)
+		t.Skip("in-guest tests run in make hwtest's and hwtest-arm64's steps, which set " + EnvKernel)
 	}
 	testreq.Need(t, dir != "", "%v", ErrNoKernel)
 	k, err := KernelFromDir(dir)
 	testreq.Need(t, err == nil, "%v", err)
-	_, err = exec.LookPath("qemu-system-x86_64")
-	testreq.Need(t, err == nil, "qemu-system-x86_64 not installed (hack/kernel/deps.sh installs it)")
+	m := k.Machine
+	_, err = exec.LookPath(m.QEMU)
+	testreq.Need(t, err == nil, "%s not installed (Debian package %s; hack/kernel/deps.sh installs it)", m.QEMU, m.QEMUPackage)
+	if needsDTC(m.Arch) {
+		_, err = exec.LookPath("dtc")
+		testreq.Need(t, err == nil, "dtc not installed (Debian package device-tree-compiler; hack/kernel/deps.sh installs it)")
+	}
 	return k
 }
 
-// RunPackage compiles p's tests with the guest tag as a static binary,
-// boots it as the guest's init and reports every test and subtest the
-// guest ran as a subtest of t (Mirror), so the host's go test, and the
-// report make test prints, list them, skips included. The console is kept
-// in a log file whose path is logged.
-func RunPackage(t *testing.T, p Package) Result {
-	t.Helper()
-	k := RequireKernel(t)
-	if p.Timeout <= 0 {
-		p.Timeout = 4 * time.Minute
+func needsDTC(arch string) bool {
+	for _, sc := range scenario.ForArch(arch, "") {
+		if sc.DeviceTree != nil {
+			return true
+		}
 	}
-	work := t.TempDir()
-	bin := filepath.Join(work, "init")
+	return false
+}
+
+// Scenarios are the machines a kernel boots as: every scenario of its
+// architecture, or those KUBEBLADE_GUEST_SCENARIOS names.
+func Scenarios(t testing.TB, k Kernel) []scenario.Scenario {
+	t.Helper()
+	only := os.Getenv(EnvScenarios)
+	sc := scenario.ForArch(k.Machine.Arch, only)
+	if len(sc) == 0 {
+		t.Fatalf("no %s scenario (%s=%q)", k.Machine.Arch, EnvScenarios, only)
+	}
+	return sc
+}
+
+// BuildTests compiles the tests of the package in dir with the guest tag
+// as a static binary for the kernel's architecture.
+func BuildTests(t testing.TB, k Kernel, dir string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "init")
 	gotool, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("the go command is needed to build the guest's init: %v", err)
 	}
 	build := exec.CommandContext(t.Context(), gotool, "test", "-c", "-tags", Tag, "-trimpath", "-o", bin, ".")
-	build.Dir = p.Dir
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+	build.Dir = dir
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+k.Machine.GOARCH)
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the in-guest tests of %s: %v\n%s", p.Dir, err, out)
+		t.Fatalf("building the in-guest tests of %s for %s: %v\n%s", dir, k.Machine.GOARCH, err, out)
 	}
+	return bin
+}
+
+// RunPackage compiles p's tests with the guest tag as a static binary for
+// the kernel's architecture and boots it as the guest's init once per
+// scenario (a subtest each, named after the scenario), reporting every test
+// and subtest the guest ran as a subtest of that (Mirror), so the host's go
+// test, and the report make test prints, list them, skips included. The
+// consoles are kept in log files whose paths are logged.
+func RunPackage(t *testing.T, p Package) {
+	t.Helper()
+	k := RequireKernel(t)
+	bin := BuildTests(t, k, p.Dir)
+	for _, sc := range Scenarios(t, k) {
+		t.Run(sc.Name, func(t *testing.T) {
+			t.Logf("scenario %s: %s", sc.Name, sc.Doc)
+			RunScenario(t, k, sc, bin, p)
+		})
+	}
+}
+
+// RunScenario boots bin (BuildTests) as the init of the scenario's machine
+// and reports every in-guest test and subtest as a subtest of t.
+func RunScenario(t *testing.T, k Kernel, sc scenario.Scenario, bin string, p Package) Result {
+	t.Helper()
+	if p.Timeout <= 0 {
+		p.Timeout = 4 * time.Minute
+	}
+	work := t.TempDir()
 
 	logPath := consoleLogPath(t, p.Dir)
 	logFile, err := os.Create(logPath)
@@ -88,22 +136,24 @@ func RunPackage(t *testing.T, p Package) Result {
 	env := map[string]string{
 		// The guest's watchdog fires first, so a hung test still
 		// prints a result line.
-		EnvWatchdog: (p.Timeout - 20*time.Second).String(),
+		EnvWatchdog:  (p.Timeout - 20*time.Second).String(),
+		scenario.Env: sc.Name,
 	}
 	if testreq.Required() {
 		env[testreq.Env] = "1"
 	}
 	res, err := Boot(context.WithoutCancel(t.Context()), Options{
-		Kernel:  k,
-		Init:    bin,
-		Args:    args,
-		Cmdline: p.Cmdline,
-		Env:     env,
-		Files:   p.Files,
-		Timeout: p.Timeout,
-		KVM:     os.Getenv(EnvKVM) == "1",
-		Console: logFile,
-		WorkDir: work,
+		Kernel:     k,
+		Init:       bin,
+		Args:       args,
+		Cmdline:    p.Cmdline,
+		Env:        env,
+		Files:      p.Files,
+		Timeout:    p.Timeout,
+		KVM:        os.Getenv(EnvKVM) == "1",
+		Console:    logFile,
+		WorkDir:    work,
+		DeviceTree: sc.Source(),
 	})
 	Mirror(t, Results(res.Console))
 	if err != nil {

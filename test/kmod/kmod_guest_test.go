@@ -21,8 +21,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/guest"
 	"github.com/kubeblade/kubeblade/internal/guest/gpiosim"
 	"github.com/kubeblade/kubeblade/internal/guest/guestinit"
+	"github.com/kubeblade/kubeblade/internal/guest/scenario"
 	"github.com/kubeblade/kubeblade/internal/hardware"
 	"github.com/kubeblade/kubeblade/internal/hardware/linux"
 	"github.com/kubeblade/kubeblade/internal/hardware/ws2812"
@@ -33,7 +35,7 @@ import (
 func TestMain(m *testing.M) { guestinit.Main(m) }
 
 const (
-	modDir    = "/lib/modules/kubeblade"
+	modDir    = guest.ModuleDir
 	events    = "/sys/kernel/debug/kubeblade-leds/events"
 	kmemleak  = "/sys/kernel/debug/kmemleak"
 	ledTop    = "/sys/class/leds/kubeblade:rgb:top"
@@ -246,13 +248,27 @@ func waitColours(t *testing.T, top, edge hardware.Color) frame {
 
 var bladeNames = map[int]string{12: "GPIO12", 13: "GPIO13", 18: "GPIO18", 20: "GPIO20", 21: "GPIO21", 23: "GPIO23"}
 
+func current(t *testing.T) scenario.Scenario {
+	t.Helper()
+	sc, err := scenario.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
 // TestModuleBadParameters: a load that cannot work fails with a reason and
-// leaves nothing behind.
+// leaves nothing behind. backend=auto picks the SoC from the machine's
+// compatible (of_machine_is_compatible): on a CM4 or CM5 devicetree it
+// tries that SoC's hardware and, virt having no PWM0 block or RP1, refuses
+// with the driver's reason in the kernel log; elsewhere (the x86 guest, a
+// Radxa CM5) it is no Compute Module.
 func TestModuleBadParameters(t *testing.T) {
+	sc := current(t)
 	loadClass(t)
 	for params, want := range map[string]error{
 		"backend=nope":                unix.EINVAL,
-		"backend=auto":                unix.ENODEV, // an x86 guest is no Compute Module
+		"backend=auto":                unix.ENODEV,
 		"backend=sim-bcm2711 order=x": unix.EINVAL,
 	} {
 		err := insmod("kubeblade-leds", params)
@@ -263,12 +279,36 @@ func TestModuleBadParameters(t *testing.T) {
 			t.Fatalf("%q: the module stayed loaded", params)
 		}
 	}
+	var said []string
+	for _, line := range kmsg(t) {
+		if strings.Contains(line, "kubeblade-leds") {
+			said = append(said, line)
+		}
+	}
+	found := false
+	for _, line := range said {
+		found = found || strings.Contains(line, sc.AutoRefusal)
+	}
+	if !found {
+		t.Errorf("backend=auto on %s: no kernel log line with %q; the driver said:\n%s", sc.Name, sc.AutoRefusal, strings.Join(said, "\n"))
+	}
+	if sc.SoC == "bcm2711" || sc.SoC == "bcm2712" {
+		// The SoC it picked, named in its refusal.
+		soc := false
+		for _, line := range said {
+			soc = soc || strings.Contains(line, sc.SoC+": hardware not available")
+		}
+		if !soc {
+			t.Errorf("backend=auto did not try %s:\n%s", sc.SoC, strings.Join(said, "\n"))
+		}
+	}
 }
 
 // TestModule loads the module on each simulated SoC and drives it with the
 // agent's linux backend.
 func TestModule(t *testing.T) {
 	testreq.Need(t, gpiosim.Available() == nil, "%v", gpiosim.Available())
+	sc := current(t)
 	loadClass(t)
 	_, leakCheck := os.Stat(kmemleak)
 	if leakCheck == nil {
@@ -276,20 +316,27 @@ func TestModule(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, tc := range []struct {
-		backend, label string
+	sims := map[string]struct {
+		label string
 		// the fan at 40 %: 16 µs of 40 µs in clock ticks
 		period, duty int
 		shared       bool
 	}{
-		{backend: "sim-bcm2711", label: linux.LabelBCM2711, period: 98, duty: 39, shared: true},
-		{backend: "sim-bcm2712", label: linux.LabelRP1, period: 2000, duty: 800},
-	} {
-		t.Run(tc.backend, func(t *testing.T) {
+		"sim-bcm2711": {label: linux.LabelBCM2711, period: 98, duty: 39, shared: true},
+		"sim-bcm2712": {label: linux.LabelRP1, period: 2000, duty: 800},
+	}
+	if len(sc.ModuleSims) == 0 {
+		// The Radxa CM5: no SoC of the driver's to simulate.
+		t.Logf("scenario %s: the driver has no backend for this SoC", sc.Name)
+	}
+	for _, backend := range sc.ModuleSims {
+		tc := sims[backend]
+		t.Run(backend, func(t *testing.T) {
 			// A GPIO chip labelled and named like the SoC's makes this
-			// guest a blade to the linux backend.
-			gpiosim.New(t, "blade", gpiosim.Bank{Label: tc.label, Lines: 54, Names: bladeNames})
-			if err := insmod("kubeblade-leds", "backend="+tc.backend); err != nil {
+			// guest a blade to the linux backend (on the arm64 machines,
+			// the devicetree's).
+			gpiosim.Board(t, "blade", gpiosim.Bank{Label: tc.label, Lines: 54, Names: bladeNames})
+			if err := insmod("kubeblade-leds", "backend="+backend); err != nil {
 				t.Fatal(err)
 			}
 			loaded := true

@@ -3,9 +3,7 @@
 package kmod_test
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,27 +12,13 @@ import (
 )
 
 // TestGuestKmod builds the module against the guest kernel (modpost checks
-// every symbol against that kernel's Module.symvers) and boots the guest
-// with the in-guest tests (kmod_guest_test.go) as init.
+// every symbol against that kernel's Module.symvers), or takes the one make
+// kmod-arm64 built against it, and boots the guest with the in-guest tests
+// (kmod_guest_test.go) as init, once per scenario.
 func TestGuestKmod(t *testing.T) {
 	k := guest.RequireKernel(t)
-	out := t.TempDir()
-	build := exec.CommandContext(t.Context(), "../../hack/kernel/kmod.sh", k.BuildDir, out)
-	if b, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the module against %s: %v\n%s", k.BuildDir, err, b)
-	}
-	checkModinfo(t, filepath.Join(out, "kubeblade-leds.ko"))
-	var files []guest.File
-	for _, ko := range []string{
-		filepath.Join(out, "kubeblade-leds.ko"),
-		filepath.Join(out, "kubeblade-leds-test.ko"),
-		// Present when the guest kernel builds the LED class as a module.
-		filepath.Join(k.BuildDir, "drivers/leds/led-class-multicolor.ko"),
-	} {
-		if _, err := os.Stat(ko); err == nil {
-			files = append(files, guest.File{Path: "/lib/modules/kubeblade/" + filepath.Base(ko), Source: ko})
-		}
-	}
+	files := guest.Modules(t, k, "../..")
+	checkModinfo(t, files[0].Source)
 	guest.RunPackage(t, guest.Package{Dir: ".", Run: "^Test(KUnit|Module)", Files: files})
 }
 

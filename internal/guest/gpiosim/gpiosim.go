@@ -8,6 +8,10 @@
 // /sys/kernel/config/gpio-sim/<dev>/{live,dev_name}, a bank <dev>/<bank>/
 // with label, num_lines and read-only chip_name, lines <bank>/line<N>/name;
 // per line /sys/devices/platform/<dev_name>/<chip_name>/sim_gpio<N>/{pull,value}.
+//
+// A devicetree can make gpio-sim chips too (a node with compatible
+// "gpio-simulator", one child per bank): the arm64 guests' scenarios make
+// the blade's GPIO controller so, and Board finds it.
 package gpiosim
 
 import (
@@ -18,7 +22,50 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/warthog618/go-gpiocdev"
 )
+
+// DeviceTreeDevice is the platform device of the guests' devicetree
+// gpio-sim node (package scenario names the node so).
+const DeviceTreeDevice = "gpio-sim"
+
+// Board is the blade's GPIO chip labelled b.Label: the chip the machine's
+// devicetree made, when it made one with that label, with every line's
+// pull put back to pull-down (what a new chip has) since earlier tests
+// leave theirs; otherwise a new configfs chip with bank b, removed when the
+// test ends.
+func Board(t testing.TB, id string, b Bank) *Chip {
+	t.Helper()
+	if c := probed(b.Label); c != nil {
+		lines, _ := filepath.Glob(filepath.Join("/sys/devices/platform", c.DevName, c.Name, "sim_gpio*"))
+		for _, l := range lines {
+			if err := write(filepath.Join(l, "pull"), "pull-down"); err != nil {
+				t.Fatalf("resetting %s: %v", l, err)
+			}
+		}
+		return c
+	}
+	return New(t, id, b)
+}
+
+// probed is the devicetree's gpio-sim chip labelled label, or nil.
+func probed(label string) *Chip {
+	dirs, _ := filepath.Glob(filepath.Join("/sys/devices/platform", DeviceTreeDevice, "gpiochip*"))
+	for _, d := range dirs {
+		name := filepath.Base(d)
+		gc, err := gpiocdev.NewChip("/dev/" + name)
+		if err != nil {
+			continue
+		}
+		l := gc.Label
+		gc.Close()
+		if l == label {
+			return &Chip{DevName: DeviceTreeDevice, Name: name, Label: l}
+		}
+	}
+	return nil
+}
 
 // ConfigRoot is gpio-sim's configfs directory.
 const ConfigRoot = "/sys/kernel/config/gpio-sim"
@@ -102,8 +149,12 @@ func Create(id string, b Bank) (*Chip, error) {
 	return c, nil
 }
 
-// Remove takes the chip offline and deletes its configuration.
+// Remove takes the chip offline and deletes its configuration. A chip the
+// devicetree made stays.
 func (c *Chip) Remove() error {
+	if c.cfg == "" {
+		return nil
+	}
 	var errs []error
 	if _, err := os.Stat(filepath.Join(c.cfg, "live")); err == nil {
 		if v, _ := read(filepath.Join(c.cfg, "live")); v == "1" {
@@ -161,4 +212,35 @@ func write(path, v string) error {
 func read(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	return strings.TrimSpace(string(b)), err
+}
+
+// DebugFile is gpiolib's view of every chip's requested lines (debugfs).
+const DebugFile = "/sys/kernel/debug/gpio"
+
+// Held reads, from DebugFile, the line that consumer holds on any chip,
+// gpio-sim or not (the PL061 under a pwm-gpio chip, say): whether it is an
+// output and whether it reads high at this moment (gpiolib_dbg_show prints
+// " gpio-N (name|consumer) out hi"). Consumers longer than 20 characters
+// are cut there by the kernel.
+func Held(consumer string) (out, high bool, err error) {
+	b, err := os.ReadFile(DebugFile)
+	if err != nil {
+		return false, false, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		open, close := strings.Index(line, "("), strings.Index(line, ")")
+		if !strings.HasPrefix(strings.TrimSpace(line), "gpio-") || open < 0 || close < open {
+			continue
+		}
+		_, who, ok := strings.Cut(line[open+1:close], "|")
+		if !ok || strings.TrimSpace(who) != consumer {
+			continue
+		}
+		f := strings.Fields(line[close+1:])
+		if len(f) < 2 {
+			return false, false, fmt.Errorf("%s: cannot read %q", DebugFile, line)
+		}
+		return f[0] == "out", f[1] == "hi", nil
+	}
+	return false, false, fmt.Errorf("%s: no line held by %q", DebugFile, consumer)
 }

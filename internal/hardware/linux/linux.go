@@ -57,6 +57,9 @@ const (
 	biasButton = gpio.BiasPullUp
 	biasPoE    = gpio.BiasPullDown
 	biasTach   = gpio.BiasPullUp // open-collector tach output
+	// biasFan is the on/off fan output's pull: what the line reads once
+	// it is released, however the agent ends.
+	biasFan = gpio.BiasPullUp
 )
 
 // Options configure Open. Only Config is needed in production.
@@ -532,8 +535,13 @@ func (b *Backend) openFan(o Options, plat Platform, miss missFunc) {
 			}
 		case fanGPIO:
 			// Last resort (a CM5 kernel without any PWM on GPIO12):
-			// full speed or off. Initially on, the safe state.
-			l, err := b.claim(fanSpec, gpio.Request{Consumer: "kubeblade-fan", Output: true, Initial: 1})
+			// full speed or off. Initially on, the safe state, and
+			// pulled up from the start: when the agent dies without
+			// Close (SIGKILL, the OOM killer, the kubelet after the
+			// grace period) the kernel releases the line, and a
+			// released output becomes an input that keeps its pull
+			// (see Close), which a 4-wire fan reads as full speed.
+			l, err := b.claim(fanSpec, gpio.Request{Consumer: "kubeblade-fan", Output: true, Initial: 1, Bias: biasFan})
 			if err != nil {
 				errs = append(errs, fmt.Errorf("GPIO fan: %w", err))
 				return false
@@ -932,10 +940,13 @@ func (b *Backend) DroppedButtons() uint64 {
 //     after a safe exit): the kernel keeps PWM state after the process;
 //   - an hwmon pwm1 stays (the driver holds it);
 //   - GPIO lines are released, and mainline pin controllers turn released
-//     outputs into inputs (pinctrl-bcm2835 keeps them only with
-//     persist_gpio_outputs=1). The GPIO fan line is therefore made an
-//     input with a pull-up first: a 4-wire fan reads a high PWM input as
-//     full speed, so the fan keeps running flat out after the agent.
+//     outputs into inputs that keep their pull (pinctrl-bcm2835's
+//     bcm2835_pmx_free, unless persist_gpio_outputs=1; pinctrl-rp1 keeps
+//     outputs by default). The GPIO fan line is therefore made an input
+//     with a pull-up first: a 4-wire fan reads a high PWM input as full
+//     speed, so the fan keeps running flat out after the agent. The line
+//     was requested with that pull-up from the start (biasFan), so a
+//     process killed before it could get here leaves the same.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	if b.closed {

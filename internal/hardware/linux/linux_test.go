@@ -996,7 +996,42 @@ func TestCloseLeavesTheFanSafe(t *testing.T) {
 		if r := fan.Request(); r.Output || r.Bias != gpio.BiasPullUp || !fan.Closed() {
 			t.Fatalf("fan line at release: %+v closed %v; want an input with a pull-up", r, fan.Closed())
 		}
+		if v := chip.Level(12); v != 1 {
+			t.Fatalf("GPIO12 reads %d after the agent, want 1 (fan on)", v)
+		}
 	})
+}
+
+// TestKilledAgentLeavesTheFanOn: an agent that dies without Close (SIGKILL,
+// the OOM killer, the kubelet after the grace period) has its lines
+// released by the kernel as they are. The on/off fan line was requested
+// with a pull-up, so the released pin reads high — the fan runs — even when
+// the agent had switched it off. (The old request had no bias on outputs:
+// the pin fell back to its pull-down and the fan stopped.)
+func TestKilledAgentLeavesTheFanOn(t *testing.T) {
+	for _, pct := range []uint8{100, 0} {
+		t.Run(fmt.Sprintf("fan at %d %%", pct), func(t *testing.T) {
+			root := machine(t, "cm5", map[string]string{})
+			drv := gpiotest.NewDriver()
+			chip := bladeLines(withChip(t, drv, root, 0, "pinctrl-rp1", 54))
+			b := open(t, linux.Options{Config: config(root), GPIO: drv})
+			if !strings.Contains(b.Info().Detail, "fan: gpio-on-off") {
+				t.Fatalf("detail %s", b.Info().Detail)
+			}
+			if err := b.SetFanPercent(pct); err != nil {
+				t.Fatal(err)
+			}
+			fan := chip.Line(12)
+			if r := fan.Request(); !r.Output || r.Bias != gpio.BiasPullUp {
+				t.Fatalf("fan line requested as %+v, want an output with a pull-up", r)
+			}
+			// The process dies: the kernel releases the line, no Close.
+			fan.Close()
+			if v := chip.Level(12); v != 1 {
+				t.Fatalf("GPIO12 reads %d once the dead agent's line is released, want 1 (fan on)", v)
+			}
+		})
+	}
 }
 
 // TestRadxaCM5 follows docs/hardware.md#pins: the fan through the pwm-fan hwmon device

@@ -71,18 +71,15 @@ func (c *cdevChip) Request(r Request) (Line, error) {
 	if r.Consumer != "" {
 		opts = append(opts, gpiocdev.WithConsumer(r.Consumer))
 	}
+	// The bias goes with outputs too (the v2 uAPI allows it with either
+	// direction, gpiolib-cdev's gpio_v2_line_flags_validate): it is what
+	// the pin reads once the line is released, which the kernel does
+	// when the process dies however it dies.
+	opts = append(opts, biasOption(r.Bias))
 	if r.Output {
 		opts = append(opts, gpiocdev.AsOutput(r.Initial))
 	} else {
 		opts = append(opts, gpiocdev.AsInput)
-		switch r.Bias {
-		case BiasPullUp:
-			opts = append(opts, gpiocdev.WithPullUp)
-		case BiasPullDown:
-			opts = append(opts, gpiocdev.WithPullDown)
-		case BiasDisabled:
-			opts = append(opts, gpiocdev.WithBiasDisabled)
-		}
 		if r.Debounce > 0 {
 			opts = append(opts, gpiocdev.WithDebounce(r.Debounce))
 		}
@@ -115,14 +112,19 @@ func (c *cdevChip) Request(r Request) (Line, error) {
 type cdevLine struct{ *gpiocdev.Line }
 
 func (l *cdevLine) SetInput(b Bias) error {
-	opts := []gpiocdev.LineConfigOption{gpiocdev.AsInput}
+	return l.Reconfigure(gpiocdev.AsInput, biasOption(b))
+}
+
+// biasOption is go-gpiocdev's option for b, which serves line requests
+// and reconfiguration alike; BiasAsIs leaves the pin's pull alone.
+func biasOption(b Bias) gpiocdev.LineBias {
 	switch b {
 	case BiasPullUp:
-		opts = append(opts, gpiocdev.WithPullUp)
+		return gpiocdev.WithPullUp
 	case BiasPullDown:
-		opts = append(opts, gpiocdev.WithPullDown)
+		return gpiocdev.WithPullDown
 	case BiasDisabled:
-		opts = append(opts, gpiocdev.WithBiasDisabled)
+		return gpiocdev.WithBiasDisabled
 	}
-	return l.Reconfigure(opts...)
+	return gpiocdev.WithBiasAsIs
 }

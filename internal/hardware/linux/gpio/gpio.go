@@ -54,7 +54,11 @@ type Request struct {
 	// Output requests the line as an output driven to Initial (0 or 1).
 	Output  bool
 	Initial int
-	// Bias is the pull for inputs.
+	// Bias is the line's pull, for outputs as well as inputs: pin
+	// controllers keep it when they release a line (pinctrl-bcm2835's
+	// bcm2835_pmx_free turns a released output into an input and leaves
+	// its pull), and the kernel releases a process's lines when it dies,
+	// however it dies. So it says what a released output reads.
 	Bias Bias
 	// Edge and Handler request edge events; Handler runs on the port's
 	// event goroutine and must not block.

@@ -74,8 +74,11 @@ type Chip struct {
 	busy  map[int]error
 	// holders are lines held by someone else (a kernel driver).
 	holders map[int]string
-	opens   int
-	closed  bool
+	// pulls are the pins' pulls (1 up, 0 down), kept across requests as
+	// a pin controller keeps them; a pin never set is pulled down.
+	pulls  map[int]int
+	opens  int
+	closed bool
 }
 
 // NameLine gives a line a devicetree name.
@@ -176,12 +179,46 @@ func (c *Chip) Request(r gpio.Request) (gpio.Line, error) {
 	if l, ok := c.reqs[r.Offset]; ok && !l.closed {
 		return nil, errors.New("fake: line busy")
 	}
-	l := &Line{req: r, value: r.Initial}
-	if !r.Output && r.Bias == gpio.BiasPullUp {
-		l.value = 1
+	l := &Line{chip: c, req: r, value: r.Initial}
+	// The request's bias sets the pin's pull, outputs included, as
+	// gpiolib's gpiod_direction_output does through gpio_set_bias.
+	c.setPull(r.Offset, r.Bias)
+	if !r.Output {
+		l.value = c.pulls[r.Offset]
 	}
 	c.reqs[r.Offset] = l
 	return l, nil
+}
+
+// setPull records bias on offset; the caller holds c.mu.
+func (c *Chip) setPull(offset int, b gpio.Bias) {
+	if c.pulls == nil {
+		c.pulls = map[int]int{}
+	}
+	switch b {
+	case gpio.BiasPullUp:
+		c.pulls[offset] = 1
+	case gpio.BiasPullDown, gpio.BiasDisabled:
+		c.pulls[offset] = 0
+	}
+}
+
+// Level is what the pin reads from outside: a held line's value, or, once
+// the line is released, its pull. That models what a real pin controller
+// does when it releases a line (the kernel releases a dead process's
+// lines): gpio-sim's gpio_sim_free sets the value to the pull, and
+// mainline pinctrl-bcm2835's bcm2835_pmx_free turns an output into an
+// input that keeps its pull (unless persist_gpio_outputs=1).
+func (c *Chip) Level(offset int) int {
+	c.mu.Lock()
+	l := c.reqs[offset]
+	pull := c.pulls[offset]
+	c.mu.Unlock()
+	if l != nil && !l.Closed() {
+		v, _ := l.Value()
+		return v
+	}
+	return pull
 }
 
 // Line returns the request on offset, or nil.
@@ -194,6 +231,7 @@ func (c *Chip) Line(offset int) *Line {
 // Line is a fake claimed line.
 type Line struct {
 	mu     sync.Mutex
+	chip   *Chip
 	req    gpio.Request
 	value  int
 	closed bool
@@ -234,18 +272,17 @@ func (l *Line) SetValue(v int) error {
 
 // SetInput implements gpio.Line.
 func (l *Line) SetInput(b gpio.Bias) error {
+	// The chip's lock is taken first, as in Chip.LineInfo.
+	l.chip.mu.Lock()
+	defer l.chip.mu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return errors.New("fake: line closed")
 	}
 	l.req.Output, l.req.Bias = false, b
-	switch b {
-	case gpio.BiasPullUp:
-		l.value = 1
-	case gpio.BiasPullDown:
-		l.value = 0
-	}
+	l.chip.setPull(l.req.Offset, b)
+	l.value = l.chip.pulls[l.req.Offset]
 	return nil
 }
 
