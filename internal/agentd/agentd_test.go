@@ -216,11 +216,15 @@ func TestDaemonRefusesSecondInstanceOnSameSocket(t *testing.T) {
 	r := startDaemon(t, "")
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "agent.yaml")
-	body := "hardware:\n  backend: simulated\n  simulated:\n    controlSocket: " + r.d.ControlSocket + "\nmetrics:\n  bindAddress: \"0\"\n"
+	body := "hardware:\n  backend: simulated\nmetrics:\n  bindAddress: \"0\"\n"
 	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err := Run(context.Background(), Options{ConfigPath: cfg, StateDir: dir})
+	// The same state directory, so the same simulator socket.
+	if filepath.Base(r.d.ControlSocket) != SimulatorSocket {
+		t.Fatalf("simulator socket %s, want one named %s in the state directory", r.d.ControlSocket, SimulatorSocket)
+	}
+	err := Run(context.Background(), Options{ConfigPath: cfg, StateDir: filepath.Dir(r.d.ControlSocket)})
 	if err == nil || !strings.Contains(err.Error(), "in use by another process") {
 		t.Fatalf("second instance: %v", err)
 	}

@@ -46,7 +46,7 @@ func needSim(t *testing.T) {
 
 // realConfig is the backend's config on the guest's real /sys and /dev.
 func realConfig() agentconfigv1.LinuxHardwareConfig {
-	return agentconfigv1.LinuxHardwareConfig{SysfsRoot: "/sys", DevRoot: "/dev", ProcRoot: "/proc", FanUnit: "standard"}
+	return agentconfigv1.LinuxHardwareConfig{FanUnit: "standard"}
 }
 
 func openReal(t *testing.T, o linux.Options) *linux.Backend {
