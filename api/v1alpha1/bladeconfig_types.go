@@ -102,10 +102,13 @@ type BladeConfigSpec struct {
 	// +optional
 	Priority int32 `json:"priority,omitempty"`
 	// Agent is the agents' configuration, applied live without restarts.
-	// Its metrics endpoint cannot be disabled here: the agent DaemonSet's
-	// liveness and readiness probes use it (bind it to 127.0.0.1:9666 to
-	// keep it off the network).
+	// Here the metrics endpoint binds an IP address or every interface and
+	// cannot be disabled (the DaemonSet's probes use it), and the gRPC socket
+	// is a file name or a file in /run/kubeblade. The agent checks the same
+	// (config.ValidateSpec).
 	// +kubebuilder:validation:XValidation:rule="!has(self.metrics) || !has(self.metrics.bindAddress) || self.metrics.bindAddress != '0'",message="metrics.bindAddress cannot be \"0\" in a BladeConfig: the agent DaemonSet's liveness and readiness probes use that endpoint; bind it to 127.0.0.1:9666 to keep it off the network"
+	// +kubebuilder:validation:XValidation:rule="!has(self.metrics) || !has(self.metrics.bindAddress) || self.metrics.bindAddress == '0' || !self.metrics.bindAddress.contains(':') || self.metrics.bindAddress.substring(0, self.metrics.bindAddress.lastIndexOf(':')).replace('[', '').replace(']', '') == '' || (isIP(self.metrics.bindAddress.substring(0, self.metrics.bindAddress.lastIndexOf(':')).replace('[', '').replace(']', '')) && !ip(self.metrics.bindAddress.substring(0, self.metrics.bindAddress.lastIndexOf(':')).replace('[', '').replace(']', '')).isLinkLocalUnicast())",message="metrics.bindAddress in a BladeConfig binds an IP address or every interface (\":9666\"), not a host name or a link-local address: the kubelet probes that host"
+	// +kubebuilder:validation:XValidation:rule="!has(self.grpc) || !has(self.grpc.socketPath) || self.grpc.socketPath.matches('^(/run/kubeblade/)?[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}[.]sock$')",message="grpc.socketPath in a BladeConfig is a socket file name (agent.sock) or one in /run/kubeblade (/run/kubeblade/agent.sock)"
 	// +optional
 	Agent agentconfigv1.AgentConfig `json:"agent,omitempty"`
 	// DaemonSet shapes the agent DaemonSet.

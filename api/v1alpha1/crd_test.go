@@ -297,3 +297,104 @@ func TestBladeStatusSubresourceAndColumns(t *testing.T) {
 }
 
 func ptr(v int32) *int32 { return &v }
+
+// TestBladeConfigDevicePathsAgreeWithTheAgent: every path-like field of a
+// BladeConfig admits only the shapes the blade's hardware has, and the
+// agent (config.FromSpec, which applies a BladeConfig) refuses exactly
+// what the API server refuses, so a BladeConfig stored before the schema
+// tightened, or a config file, cannot reach what the API refuses.
+func TestBladeConfigDevicePathsAgreeWithTheAgent(t *testing.T) {
+	testenv.Need(t)
+	hostFiles := []string{
+		"/proc/sysrq-trigger", "/dev/mmcblk0", "/var/lib/kubeblade/ca.key", "../../etc/shadow", "/dev/../proc/sysrq-trigger",
+		"/dev/mem", "mem", "/tmp/leds0", "leds0/../../etc/shadow", "/dev/pts/0", "ttyAMA", "leds", "leds1234", ".", "..",
+		"/run/kubeblade/agent.sock", "/var/lib/kubeblade/agent.sock", "/run/kubeblade/../../dev/x.sock", "agent.sock", "../agent.sock",
+		"leds0", "/dev/leds0", "/dev/leds12", "ttyAMA5", "/dev/ttyAMA4", "ttyS0", "pwmchip0", "1f00098000.pwm", "blade:rgb:top",
+		"127.0.0.1:9666", ":9666", "[::1]:9666", "169.254.169.254:80", "[fe80::1]:9666", "metadata.google.internal:80", "10.0.0.5:9100",
+	}
+	fields := map[string]func(*agentconfigv1.AgentConfig, string){
+		"hardware.linux.leds.stream":  func(a *agentconfigv1.AgentConfig, v string) { a.Hardware.Linux.LEDs.Stream = v },
+		"hardware.linux.leds.top":     func(a *agentconfigv1.AgentConfig, v string) { a.Hardware.Linux.LEDs.Top = v },
+		"hardware.linux.leds.edge":    func(a *agentconfigv1.AgentConfig, v string) { a.Hardware.Linux.LEDs.Edge = v },
+		"hardware.linux.serialDevice": func(a *agentconfigv1.AgentConfig, v string) { a.Hardware.Linux.SerialDevice = v },
+		"hardware.linux.pwmChip":      func(a *agentconfigv1.AgentConfig, v string) { a.Hardware.Linux.PWMChip = v },
+		"grpc.socketPath":             func(a *agentconfigv1.AgentConfig, v string) { a.GRPC.SocketPath = v },
+		"metrics.bindAddress":         func(a *agentconfigv1.AgentConfig, v string) { a.Metrics.BindAddress = v },
+	}
+	n := 0
+	for field, set := range fields {
+		t.Run(field, func(t *testing.T) {
+			accepted := 0
+			for _, v := range hostFiles {
+				n++
+				bc := &v1alpha1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("paths-%d", n)}}
+				set(&bc.Spec.Agent, v)
+				apiErr := c.Create(ctx(t), bc, client.DryRunAll)
+				_, agentErr := config.FromSpec(bc.Spec.Agent, nil)
+				if (apiErr == nil) != (agentErr == nil) {
+					t.Errorf("%s=%q: the API server says %v, the agent %v", field, v, apiErr, agentErr)
+				}
+				if apiErr == nil {
+					accepted++
+				}
+			}
+			if accepted == 0 || accepted == len(hostFiles) {
+				t.Errorf("%s: %d of %d values accepted; the list must hold both kinds", field, accepted, len(hostFiles))
+			}
+		})
+	}
+	for _, attack := range []struct{ field, value string }{
+		{"hardware.linux.leds.stream", "/proc/sysrq-trigger"},
+		{"hardware.linux.leds.stream", "/dev/mmcblk0"},
+		{"hardware.linux.leds.stream", "/var/lib/kubeblade/ca.key"},
+		{"hardware.linux.serialDevice", "../../etc/shadow"},
+		{"hardware.linux.pwmChip", "../../../dev/mem"},
+		{"grpc.socketPath", "/var/lib/kubeblade/ca.key"},
+		{"metrics.bindAddress", "169.254.169.254:80"},
+	} {
+		bc := &v1alpha1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: "paths-attack"}}
+		fields[attack.field](&bc.Spec.Agent, attack.value)
+		if err := c.Create(ctx(t), bc, client.DryRunAll); err == nil {
+			t.Errorf("%s=%s accepted", attack.field, attack.value)
+		}
+	}
+}
+
+// TestBladeConfigHasNoRoots: sysfsRoot, devRoot, procRoot and the
+// simulator's controlSocket are not in the BladeConfig API: a strict
+// client is told so, and otherwise the API server drops them, so no
+// agent ever reads them from a BladeConfig.
+func TestBladeConfigHasNoRoots(t *testing.T) {
+	testenv.Need(t)
+	for i, removed := range []map[string]any{
+		{"linux": map[string]any{"sysfsRoot": "/tmp"}},
+		{"linux": map[string]any{"devRoot": "/proc"}},
+		{"linux": map[string]any{"procRoot": "/var/lib/kubeblade"}},
+		{"simulated": map[string]any{"controlSocket": "/etc/shadow"}},
+	} {
+		name := fmt.Sprintf("roots-%d", i)
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": v1alpha1.GroupVersion.String(), "kind": "BladeConfig",
+			"metadata": map[string]any{"name": name},
+			"spec":     map[string]any{"agent": map[string]any{"hardware": removed}},
+		}}
+		err := c.Create(ctx(t), u.DeepCopy(), client.FieldValidation("Strict"))
+		if err == nil || !strings.Contains(err.Error(), "unknown field") {
+			t.Errorf("%v with strict field validation: %v, want unknown field", removed, err)
+		}
+		if err := c.Create(ctx(t), u.DeepCopy()); err != nil {
+			t.Fatal(err)
+		}
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(u.GroupVersionKind())
+		if err := c.Get(ctx(t), client.ObjectKey{Name: name}, got); err != nil {
+			t.Fatal(err)
+		}
+		hw, _, _ := unstructured.NestedMap(got.Object, "spec", "agent", "hardware")
+		for k, v := range removed {
+			if m, _ := hw[k].(map[string]any); len(m) > 0 {
+				t.Errorf("stored %s: %v (from %v)", k, m, v)
+			}
+		}
+	}
+}

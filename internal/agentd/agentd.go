@@ -31,6 +31,10 @@ import (
 	"github.com/kubeblade/kubeblade/internal/version"
 )
 
+// SimulatorSocket is the simulated blade's control socket, in the state
+// directory.
+const SimulatorSocket = "simulator.sock"
+
 // DefaultStateDir keeps what must survive restarts (keys, certificates).
 // It is a host directory, never a ConfigMap, so it stays writable on
 // read-only systems such as Talos.
@@ -181,10 +185,10 @@ func Run(ctx context.Context, o Options) error {
 		goServe("metrics server", srv.Serve)
 	}
 	if hw.Simulated != nil {
-		path := cfg.Hardware.Simulated.ControlSocket
-		if path == "" {
-			path = filepath.Join(o.StateDir, "simulator.sock")
-		}
+		// In the state directory only: the socket's path is not
+		// configuration, so no config can place or replace a socket
+		// elsewhere on the host.
+		path := filepath.Join(o.StateDir, SimulatorSocket)
 		ln, err := unixsock.Listen(path, 0o660)
 		if err != nil {
 			return fmt.Errorf("simulator control socket: %w", err)

@@ -212,15 +212,42 @@ func TestDaemonRefusesUnsafeStateDir(t *testing.T) {
 	}
 }
 
+// TestDaemonRefusesReadableKey (issue 31, finding 5): a private key others
+// may read is refused with the command that fixes it, before the agent
+// opens anything; 8f44781 started with it silently.
+func TestDaemonRefusesReadableKey(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(state, "server.key")
+	if err := os.WriteFile(key, []byte("key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(key, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := Run(context.Background(), Options{ConfigPath: filepath.Join(dir, "missing.yaml"), StateDir: state})
+	if !errors.Is(err, statedir.ErrUnsafe) || !strings.Contains(err.Error(), "server.key holds a private key and is readable by group or others (mode 0644)") ||
+		!strings.Contains(err.Error(), "chmod 600 "+key) {
+		t.Fatalf("Run = %v, want a refusal naming the key and the fix", err)
+	}
+}
+
 func TestDaemonRefusesSecondInstanceOnSameSocket(t *testing.T) {
 	r := startDaemon(t, "")
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "agent.yaml")
-	body := "hardware:\n  backend: simulated\n  simulated:\n    controlSocket: " + r.d.ControlSocket + "\nmetrics:\n  bindAddress: \"0\"\n"
+	body := "hardware:\n  backend: simulated\nmetrics:\n  bindAddress: \"0\"\n"
 	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err := Run(context.Background(), Options{ConfigPath: cfg, StateDir: dir})
+	// The same state directory, so the same simulator socket.
+	if filepath.Base(r.d.ControlSocket) != SimulatorSocket {
+		t.Fatalf("simulator socket %s, want one named %s in the state directory", r.d.ControlSocket, SimulatorSocket)
+	}
+	err := Run(context.Background(), Options{ConfigPath: cfg, StateDir: filepath.Dir(r.d.ControlSocket)})
 	if err == nil || !strings.Contains(err.Error(), "in use by another process") {
 		t.Fatalf("second instance: %v", err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/core"
 	"github.com/kubeblade/kubeblade/internal/fancurve"
 	"github.com/kubeblade/kubeblade/internal/hardware"
+	"github.com/kubeblade/kubeblade/internal/hardware/linux/devnode"
 )
 
 // DefaultPath is where the standalone agent looks for its config file.
@@ -124,6 +125,9 @@ func load(path string, environ []string) (agentconfigv1.AgentConfig, []string, e
 			if doc == nil {
 				doc = map[string]any{} // an empty file
 			}
+			if err := dropRemoved(doc); err != nil {
+				return agentconfigv1.AgentConfig{}, nil, fmt.Errorf("config %s: %w", path, err)
+			}
 		}
 	}
 	ignored, err := applyEnv(doc, environ)
@@ -160,9 +164,13 @@ func ParseEnv(raw []byte, environ []string) (agentconfigv1.AgentConfig, error) {
 
 // FromSpec is the one step from a BladeConfig's spec.agent to what an
 // agent runs, for the agent's start-up and for every later generation
-// alike: the spec over the defaults, the host's KUBEBLADE_* variables over
+// alike: the spec checked against the rules only a BladeConfig has
+// (ValidateSpec), over the defaults, the host's KUBEBLADE_* variables over
 // the spec (see ParseEnv), validated once, and the settings it makes.
 func FromSpec(spec agentconfigv1.AgentConfig, environ []string) (Checked, error) {
+	if err := ValidateSpec(spec); err != nil {
+		return Checked{}, err
+	}
 	raw, err := json.Marshal(spec)
 	if err != nil {
 		return Checked{}, err
@@ -320,6 +328,83 @@ func applyEnv(doc map[string]any, environ []string) (ignored []string, err error
 		m[path[len(path)-1]] = v
 	}
 	return ignored, nil
+}
+
+// removedKeys were settings that let a config point the agent, which runs
+// as root, at any host file: the roots it found sysfs, device nodes and
+// procfs under, and the simulated blade's control socket. A file may still
+// name a root at the only value it can have (older docs showed them
+// spelled out); anything else is refused with what to do instead.
+var removedKeys = []struct {
+	path []string
+	keep string // the value still accepted (and ignored); "" for none
+	why  string
+}{
+	{[]string{"hardware", "linux", "sysfsRoot"}, "/sys", "the agent reads sysfs at /sys only"},
+	{[]string{"hardware", "linux", "devRoot"}, "/dev", "the agent opens device nodes under /dev only"},
+	{[]string{"hardware", "linux", "procRoot"}, "/proc", "the agent reads procfs at /proc only"},
+	{[]string{"hardware", "simulated", "controlSocket"}, "", "the simulated blade's controls are served on <state-dir>/simulator.sock"},
+}
+
+// dropRemoved takes the removed keys out of a config file's document, or
+// refuses a value they can no longer have.
+func dropRemoved(doc map[string]any) error {
+	var errs []error
+	for _, k := range removedKeys {
+		m := doc
+		for _, seg := range k.path[:len(k.path)-1] {
+			next, _ := m[seg].(map[string]any)
+			if next == nil {
+				m = nil
+				break
+			}
+			m = next
+		}
+		last := k.path[len(k.path)-1]
+		v, ok := m[last]
+		if !ok {
+			continue
+		}
+		if sv, _ := v.(string); k.keep != "" && (sv == k.keep || sv == k.keep+"/") {
+			delete(m, last)
+			continue
+		}
+		errs = append(errs, fmt.Errorf("%s: %v: this setting was removed (%s); delete it", strings.Join(k.path, "."), v, k.why))
+	}
+	return errors.Join(errs...)
+}
+
+// bladeConfigSocket is the CRD's rule for grpc.socketPath in a BladeConfig
+// (api/v1alpha1, BladeConfigSpec.Agent): a socket file name, or one in
+// /run/kubeblade, the host directory the agent pods share for sockets.
+var bladeConfigSocket = regexp.MustCompile(`^(/run/kubeblade/)?[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}[.]sock$`)
+
+// ValidateSpec checks the rules a BladeConfig's spec.agent has beyond a
+// config file's (the CRD's on BladeConfigSpec.Agent): the agent applies
+// them to what it reads, so a BladeConfig stored before them, or written
+// past the CRD, is refused here too. The metrics endpoint binds an IP
+// address or every interface, never a host name or a link-local address
+// (the kubelet probes that host), and is not disabled; the gRPC socket is
+// a file name or a file in /run/kubeblade.
+func ValidateSpec(spec agentconfigv1.AgentConfig) error {
+	var errs []error
+	if a := spec.Metrics.BindAddress; a != "" {
+		if a == "0" {
+			errs = append(errs, errors.New(`metrics.bindAddress: "0" in a BladeConfig: the agent DaemonSet's liveness and readiness probes use that endpoint`))
+		} else if i := strings.LastIndex(a, ":"); i >= 0 {
+			h := strings.Trim(a[:i], "[]")
+			if ip, err := netip.ParseAddr(h); h != "" && (err != nil || ip.Zone() != "" || ip.IsLinkLocalUnicast()) {
+				errs = append(errs, fmt.Errorf("metrics.bindAddress: %q in a BladeConfig binds an IP address or every interface, not a host name or a link-local address (the kubelet probes that host)", a))
+			}
+		}
+	}
+	if p := spec.GRPC.SocketPath; p != "" && !bladeConfigSocket.MatchString(p) {
+		errs = append(errs, fmt.Errorf("grpc.socketPath: %q in a BladeConfig is a socket file name (agent.sock) or one in /run/kubeblade", p))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("invalid BladeConfig spec.agent: %w", errors.Join(errs...))
 }
 
 // Validate checks cfg against the rules the BladeConfig CRD also enforces,
@@ -507,17 +592,18 @@ func settings(cfg agentconfigv1.AgentConfig) (core.Settings, error) {
 // lineSpec matches a GPIO line name or offset, as the CRD's pattern does.
 var lineSpec = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,32}$`)
 
-// validateLinux checks the linux backend's paths and names.
+// The CRD's patterns for the linux backend's device names (see
+// api/agentconfig/v1alpha1): each admits only the shape the hardware has.
+var (
+	ledStream    = regexp.MustCompile(devnode.LEDStreamPattern)
+	serialDevice = regexp.MustCompile(devnode.UARTPattern)
+	pwmChip      = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:@,+-]{0,63}$`)
+)
+
+// validateLinux checks the linux backend's device names.
 func validateLinux(l agentconfigv1.LinuxHardwareConfig) []error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	for key, p := range map[string]string{
-		"hardware.linux.sysfsRoot": l.SysfsRoot, "hardware.linux.devRoot": l.DevRoot, "hardware.linux.procRoot": l.ProcRoot,
-	} {
-		if p != "" && !strings.HasPrefix(p, "/") {
-			add("%s: %q must be an absolute path", key, p)
-		}
-	}
 	switch l.FanDriver {
 	case "", "auto", "pwm", "hwmon", "gpio":
 	default:
@@ -535,12 +621,18 @@ func validateLinux(l agentconfigv1.LinuxHardwareConfig) []error {
 		}
 	}
 	for key, v := range map[string]string{"top": l.LEDs.Top, "edge": l.LEDs.Edge} {
-		if v != "" && (strings.Contains(v, "/") || len(v) > 64) {
+		if v != "" && (strings.Contains(v, "/") || len(v) > 64 || v == "." || v == "..") {
 			add("hardware.linux.leds.%s: %q is not an LED class name", key, v)
 		}
 	}
-	if len(l.LEDs.Stream) > 256 {
-		add("hardware.linux.leds.stream: longer than 256 characters")
+	if v := l.LEDs.Stream; v != "" && !ledStream.MatchString(v) {
+		add("hardware.linux.leds.stream: %q is not a ws2812-pio-rp1 LED stream (leds0 or /dev/leds0, N up to 3 digits): the agent writes LED frames to it", v)
+	}
+	if v := l.SerialDevice; v != "" && !serialDevice.MatchString(v) {
+		add("hardware.linux.serialDevice: %q is not a UART (ttyAMA5, /dev/ttyAMA5 or ttyS0): the agent writes fan requests to it", v)
+	}
+	if v := l.PWMChip; v != "" && !pwmChip.MatchString(v) {
+		add("hardware.linux.pwmChip: %q is not a PWM chip or device name (pwmchip0, 1f00098000.pwm)", v)
 	}
 	return errs
 }

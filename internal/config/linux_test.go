@@ -13,7 +13,7 @@ func TestLinuxBackendKeys(t *testing.T) {
 	got, _, err := Load(writeFile(t, `
 hardware:
   linux:
-    procRoot: /host/proc
+    procRoot: /proc
     fanDriver: hwmon
     hwmonName: pwmfan
     lines:
@@ -28,7 +28,7 @@ hardware:
 	}
 	want := Default()
 	want.Hardware.Linux = agentconfigv1.LinuxHardwareConfig{
-		ProcRoot: "/host/proc", FanDriver: "hwmon", HwmonName: "pwmfan",
+		FanDriver: "hwmon", HwmonName: "pwmfan",
 		Lines: agentconfigv1.GPIOLines{Button: "GPIO20", FanTach: "13", FanPWM: "GPIO12"},
 		LEDs:  agentconfigv1.LinuxLEDConfig{Top: "blade:rgb:top", Edge: "blade:rgb:edge", Stream: "/dev/leds0"},
 	}
@@ -39,11 +39,10 @@ hardware:
 
 func TestLinuxBackendRejects(t *testing.T) {
 	cases := map[string]struct{ file, want string }{
-		"relative sysfs root": {"hardware:\n  linux:\n    sysfsRoot: sys", `hardware.linux.sysfsRoot: "sys" must be an absolute path`},
-		"relative proc root":  {"hardware:\n  linux:\n    procRoot: proc", `hardware.linux.procRoot: "proc" must be an absolute path`},
 		"bad fan driver":      {"hardware:\n  linux:\n    fanDriver: devmem", `hardware.linux.fanDriver: "devmem" is not one of`},
 		"bad line":            {"hardware:\n  linux:\n    lines:\n      button: \"GPIO 20\"", `hardware.linux.lines.button: "GPIO 20" is not a GPIO line`},
 		"LED name with slash": {"hardware:\n  linux:\n    leds:\n      top: ../../etc", `hardware.linux.leds.top: "../../etc" is not an LED class name`},
+		"LED name ..":         {"hardware:\n  linux:\n    leds:\n      edge: ..", `hardware.linux.leds.edge: ".." is not an LED class name`},
 		"unknown linux key":   {"hardware:\n  linux:\n    ledz: {}", `unknown field "ledz"`},
 	}
 	for name, tc := range cases {

@@ -63,7 +63,7 @@ func jsonNames(t reflect.Type) []string {
 }
 
 func TestFromSpec(t *testing.T) {
-	spec := agentconfigv1.AgentConfig{CriticalCelsius: 65, GRPC: agentconfigv1.GRPCConfig{SocketPath: "/shared.sock"}}
+	spec := agentconfigv1.AgentConfig{CriticalCelsius: 65, GRPC: agentconfigv1.GRPCConfig{SocketPath: "/run/kubeblade/shared.sock"}}
 	c, err := FromSpec(spec, []string{"KUBEBLADE_GRPC_SOCKET_PATH=/host.sock"})
 	if err != nil {
 		t.Fatal(err)

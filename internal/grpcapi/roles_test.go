@@ -250,7 +250,8 @@ func TestClientCertificateRoles(t *testing.T) {
 func TestUnixSocketCallersAreAudited(t *testing.T) {
 	b, audit := startAudited(t)
 	conn := dial(t, b.UnixBlade())
-	if _, err := bladeapiv1.NewBladeAgentServiceClient(conn).SetFanSpeed(ctx(t), &bladeapiv1.SetFanSpeedRequest{Percent: 30}); err != nil {
+	// Percent 0 (the fan off): on 8f44781 the line said args={}.
+	if _, err := bladeapiv1.NewBladeAgentServiceClient(conn).SetFanSpeed(ctx(t), &bladeapiv1.SetFanSpeedRequest{Percent: 0}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := bladeapiv1.NewBladeAgentServiceClient(conn).GetStatus(ctx(t), &emptypb.Empty{}); err != nil {
@@ -265,5 +266,8 @@ func TestUnixSocketCallersAreAudited(t *testing.T) {
 	if l["transport"] != "unix" || l["role"] != "operator" || l["result"] != "OK" ||
 		!strings.Contains(who, fmt.Sprintf("uid=%d", os.Getuid())) || l["pid"] != float64(os.Getpid()) {
 		t.Errorf("audit line %v: want this process's uid and pid", l)
+	}
+	if l["args"] != `{"percent":"0"}` {
+		t.Errorf("audit line of SetFanSpeed{0}: args %v, want the zero percent", l["args"])
 	}
 }

@@ -192,7 +192,9 @@ func args(req any) string {
 	if !ok || m == nil {
 		return ""
 	}
-	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+	// EmitUnpopulated: a zero is an argument too (SetFanSpeed{0} turns
+	// the fan off), and proto3 does not tell it from "not set".
+	b, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
 	if err != nil {
 		return fmt.Sprintf("<%v>", err)
 	}

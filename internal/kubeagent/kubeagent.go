@@ -18,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -616,7 +617,19 @@ func (r *Reporter) writeBlade(ctx context.Context, bs v1alpha1.BladeStatus, now 
 	if err != nil {
 		return err
 	}
-	if _, err := r.c.Blades.Patch(ctx, r.o.NodeName, types.ApplyPatchType, body, applyOptions, "status"); err != nil {
+	_, err = r.c.Blades.Patch(ctx, r.o.NodeName, types.ApplyPatchType, body, applyOptions, "status")
+	if apierrors.IsNotFound(err) {
+		// Deleted by hand since this run created it: create it again
+		// now, at the write that found it gone, so it is back within one
+		// heartbeat instead of never.
+		r.log.Info("Blade was deleted; creating it again", "blade", r.o.NodeName)
+		r.created = false
+		if err := r.createBlade(ctx); err != nil {
+			return err
+		}
+		_, err = r.c.Blades.Patch(ctx, r.o.NodeName, types.ApplyPatchType, body, applyOptions, "status")
+	}
+	if err != nil {
 		return fmt.Errorf("Blade status: %w", err)
 	}
 	r.lastBlade = &bs

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
@@ -297,6 +298,41 @@ func TestBladeObjectOwnedByNodeWithStatus(t *testing.T) {
 			t.Errorf("condition %s missing", c)
 		}
 	}
+}
+
+// TestDeletedBladeComesBackWithinOneHeartbeat (issue 31, finding 4): a
+// Blade deleted by hand is created again by the next status write, at the
+// latest one heartbeat later; on 8f44781 every write failed "not found"
+// from then on, retried every 10 s for ever.
+func TestDeletedBladeComesBackWithinOneHeartbeat(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Now())
+	const heartbeat = 5 * time.Minute
+	b := startBlade(t, "blade-deleted", func(so *simulated.Options, _ *agentconfigv1.AgentConfig, ro *Options) {
+		so.TimeConstant = time.Nanosecond // a constant temperature: only the heartbeat writes
+		ro.Clock, ro.Heartbeat = clk, heartbeat
+	})
+	var first *v1alpha1.Blade
+	testwait.Eventually(t, waitTimeout, "the Blade with a heartbeat", func(context.Context) (bool, string) {
+		var err error
+		first, err = b.getBlade()
+		return err == nil && first.Status.HeartbeatTime != nil && clk.HasWaiters(), fmt.Sprint(err)
+	})
+	if err := b.c.k8s.Delete(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Eventually(t, waitTimeout, "the Blade gone", func(context.Context) (bool, string) {
+		_, err := b.getBlade()
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	clk.Step(heartbeat)
+	testwait.Eventually(t, waitTimeout, "the Blade back with its status", func(context.Context) (bool, string) {
+		bl, err := b.getBlade()
+		if err != nil {
+			return false, err.Error()
+		}
+		return bl.UID != first.UID && bl.Status.HeartbeatTime != nil && bl.Status.NodeName == b.node &&
+			len(bl.OwnerReferences) == 1 && bl.OwnerReferences[0].Kind == "Node", fmt.Sprintf("%+v %+v", bl.ObjectMeta, bl.Status)
+	})
 }
 
 func TestSteadyStateWritesNothing(t *testing.T) {

@@ -4,6 +4,9 @@
 // would be adopted on the next start. The rule is OpenSSH's StrictModes:
 // the directory and everything in it belong to the user the agent runs as,
 // nothing is writable by group or others, and nothing is a symbolic link.
+// Nor may group or others read a secret (as OpenSSH refuses an
+// unprotected private key): the private keys (*.key) and the bladectl
+// client configs that embed one (bladectl*.yaml).
 package statedir
 
 import (
@@ -12,6 +15,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // ErrUnsafe is wrapped by every refusal.
@@ -58,7 +62,19 @@ func Check(dir string, uid int) error {
 		case mode&fs.ModeSocket == 0 && mode.Perm()&0o022 != 0:
 			return fmt.Errorf("%w: %s is writable by group or others (mode %04o); the agent would trust a CA or key someone planted there; %s",
 				ErrUnsafe, path, mode.Perm(), fix)
+		case mode.IsRegular() && Secret(d.Name()) && mode.Perm()&0o077 != 0:
+			return fmt.Errorf("%w: %s holds a private key and is readable by group or others (mode %04o): whoever read it can act as this blade or its admin; fix it with: chmod 600 %s",
+				ErrUnsafe, path, mode.Perm(), path)
 		}
 		return nil
 	})
+}
+
+// Secret says whether a state-directory file of this name holds a private
+// key: the keys themselves (ca.key, server.key, admin.key, viewer.key,
+// cluster-serving.key) and the bladectl client configs the agent writes
+// with a key inside (bladectl.yaml, bladectl-viewer.yaml). They are
+// written 0600; anything laxer is refused.
+func Secret(name string) bool {
+	return strings.HasSuffix(name, ".key") || (strings.HasPrefix(name, "bladectl") && strings.HasSuffix(name, ".yaml"))
 }

@@ -40,6 +40,26 @@ func TestEnsure(t *testing.T) {
 		"a symbolic link": {func(t *testing.T, dir string) {
 			must(t, os.Symlink("/etc/hostname", filepath.Join(dir, "ca.key")))
 		}, "ca.key is a symbolic link"},
+		// Issue 31, finding 5: on 8f44781 these were accepted silently.
+		"a world-readable private key": {func(t *testing.T, dir string) {
+			must(t, os.WriteFile(filepath.Join(dir, "server.key"), nil, 0o600))
+			must(t, os.Chmod(filepath.Join(dir, "server.key"), 0o644))
+		}, "server.key holds a private key and is readable by group or others (mode 0644)"},
+		"a group-readable CA key": {func(t *testing.T, dir string) {
+			must(t, os.WriteFile(filepath.Join(dir, "ca.key"), nil, 0o600))
+			must(t, os.Chmod(filepath.Join(dir, "ca.key"), 0o640))
+		}, "ca.key holds a private key and is readable by group or others (mode 0640)"},
+		"the cluster serving key readable by others": {func(t *testing.T, dir string) {
+			must(t, os.WriteFile(filepath.Join(dir, "cluster-serving.key"), nil, 0o600))
+			must(t, os.Chmod(filepath.Join(dir, "cluster-serving.key"), 0o604))
+		}, "cluster-serving.key holds a private key"},
+		"the admin's bladectl config readable by others": {func(t *testing.T, dir string) {
+			must(t, os.WriteFile(filepath.Join(dir, "bladectl.yaml"), nil, 0o600))
+			must(t, os.Chmod(filepath.Join(dir, "bladectl.yaml"), 0o644))
+		}, "bladectl.yaml holds a private key"},
+		"a key executable by its owner only": {func(t *testing.T, dir string) {
+			must(t, os.WriteFile(filepath.Join(dir, "admin.key"), nil, 0o700))
+		}, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "state")
@@ -52,7 +72,8 @@ func TestEnsure(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, ErrUnsafe) || !strings.Contains(err.Error(), tc.say) || !strings.Contains(err.Error(), "chmod -R go-w") && !strings.Contains(err.Error(), "remove it") {
+			if !errors.Is(err, ErrUnsafe) || !strings.Contains(err.Error(), tc.say) ||
+				!strings.Contains(err.Error(), "chmod -R go-w") && !strings.Contains(err.Error(), "remove it") && !strings.Contains(err.Error(), "chmod 600") {
 				t.Fatalf("Ensure = %v, want a refusal saying %q and how to fix it", err, tc.say)
 			}
 		})

@@ -356,8 +356,7 @@ func TestModule(t *testing.T) {
 			// The first frame is dark: a known state after power-up.
 			waitColours(t, hardware.Color{}, hardware.Color{})
 
-			b, err := linux.Open(t.Context(), linux.Options{Config: agentconfigv1.LinuxHardwareConfig{
-				SysfsRoot: "/sys", DevRoot: "/dev", ProcRoot: "/proc", FanUnit: "standard"}})
+			b, err := linux.Open(t.Context(), linux.Options{Config: agentconfigv1.LinuxHardwareConfig{FanUnit: "standard"}})
 			if err != nil {
 				t.Fatal(err)
 			}

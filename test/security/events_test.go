@@ -2,6 +2,7 @@ package security
 
 import (
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -73,3 +74,78 @@ func TestAgentEvents(t *testing.T) {
 		[]byte(`{"series":{"count":99,"lastObservedTime":"`+metav1.NowMicro().UTC().Format("2006-01-02T15:04:05.000000Z")+`"}}`))), "kubeblade-agent-events")
 	refused(t, "deleting its own Event", agent.Delete(ctx(t), ev))
 }
+
+// TestAgentEventSize (issue 31, finding 7): an agent's Event is bounded in
+// size. On 8f44781 an Event with 190 KB of annotations was accepted. Every
+// field nothing else bounds is refused on create and on every later
+// write; the agent's own Events (internal/kubeevents) still go through.
+func TestAgentEventSize(t *testing.T) {
+	testenv.Need(t)
+	own := seedNode(t)
+	agent := as(testenv.AsAgent(env.Config, own.Name, own.UID))
+	big := strings.Repeat("x", 190*1024)
+	attacks := map[string]func(e *eventsv1.Event){
+		"190 KB of annotations": func(e *eventsv1.Event) { e.Annotations = map[string]string{"example.com/padding": big} },
+		"190 KB of labels": func(e *eventsv1.Event) {
+			e.Labels = map[string]string{}
+			for i := 0; i < 3000; i++ {
+				e.Labels[fmt.Sprintf("example.com/l%d", i)] = strings.Repeat("v", 63)
+			}
+		},
+		"finalizers": func(e *eventsv1.Event) { e.Finalizers = []string{"example.com/keep"} },
+		"owner references": func(e *eventsv1.Event) {
+			e.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: own.Name, UID: own.UID}}
+		},
+		"a 100 KB field path":       func(e *eventsv1.Event) { e.Regarding.FieldPath = big[:100*1024] },
+		"a 100 KB resource version": func(e *eventsv1.Event) { e.Regarding.ResourceVersion = big[:100*1024] },
+		"a namespace for the Node":  func(e *eventsv1.Event) { e.Regarding.Namespace = "default" },
+		"managed fields padding": func(e *eventsv1.Event) {
+			for i := 0; i < 50; i++ {
+				e.ManagedFields = append(e.ManagedFields, metav1.ManagedFieldsEntry{Manager: fmt.Sprintf("padding-%03d-%s", i, strings.Repeat("m", 100)),
+					Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "events.k8s.io/v1", FieldsType: "FieldsV1",
+					FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:note":{}}`)}, Time: ptrTime(metav1.Now())})
+			}
+		},
+	}
+	for name, mutate := range attacks {
+		t.Run(name, func(t *testing.T) {
+			e := agentEvent(own)
+			mutate(e)
+			refused(t, "creating an Event with "+name, agent.Create(ctx(t), e), "kubeblade-agent-events")
+			refused(t, "dry-run", agent.Create(ctx(t), e, client.DryRunAll), "kubeblade-agent-events")
+		})
+	}
+	// Growing the agent's own Event afterwards, every way a client can.
+	ev := agentEvent(own)
+	allowed(t, "an Event about its Node", agent.Create(ctx(t), ev))
+	for how, p := range map[string]client.Patch{
+		"merge patch":           client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"example.com/padding":"`+big+`"}}}`)),
+		"strategic merge patch": client.RawPatch(types.StrategicMergePatchType, []byte(`{"metadata":{"annotations":{"example.com/padding":"`+big+`"}}}`)),
+		"JSON patch":            client.RawPatch(types.JSONPatchType, []byte(`[{"op":"add","path":"/metadata/labels","value":{"example.com/x":"1"}}]`)),
+		"server-side apply": client.RawPatch(types.ApplyPatchType, []byte(`{"apiVersion":"events.k8s.io/v1","kind":"Event","metadata":{"name":"`+ev.Name+
+			`","namespace":"default","annotations":{"example.com/padding":"`+big+`"}}}`)),
+	} {
+		var opts []client.PatchOption
+		if how == "server-side apply" {
+			opts = append(opts, client.FieldOwner("kubeblade-agent"), client.ForceOwnership)
+		}
+		refused(t, how+" growing its Event", agent.Patch(ctx(t), ev.DeepCopy(), p, opts...), "kubeblade-agent-events")
+	}
+	cur := &eventsv1.Event{}
+	if err := admin.Get(ctx(t), client.ObjectKeyFromObject(ev), cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Annotations = map[string]string{"example.com/padding": big}
+	// RBAC grants the agent no update on Events: refused before the policy.
+	refused(t, "PUT growing its Event", agent.Update(ctx(t), cur))
+	allowed(t, "counting a series on it", agent.Patch(ctx(t), ev, client.RawPatch(types.StrategicMergePatchType,
+		[]byte(`{"series":{"count":2,"lastObservedTime":"`+metav1.NowMicro().UTC().Format("2006-01-02T15:04:05.000000Z")+`"}}`))))
+	if err := admin.Get(ctx(t), client.ObjectKeyFromObject(ev), cur); err != nil {
+		t.Fatal(err)
+	}
+	if len(cur.Annotations)+len(cur.Labels) != 0 {
+		t.Errorf("the refused writes grew the Event: %d annotations, %d labels", len(cur.Annotations), len(cur.Labels))
+	}
+}
+
+func ptrTime(t metav1.Time) *metav1.Time { return &t }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -222,6 +226,83 @@ func TestOperatorDaemonSetAttacks(t *testing.T) {
 		"a Secret volume": {func(ds *appsv1.DaemonSet) {
 			pod(ds).Volumes = append(pod(ds).Volumes, corev1.Volume{Name: "ca", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "kubeblade-ca"}}})
 		}, "and no other volumes"},
+
+		// Issue 31, finding 3: the pod template as a whole.
+		"the binary's directory from the host's /dev/shm": {func(ds *appsv1.DaemonSet) {
+			agent(ds).VolumeMounts = append(agent(ds).VolumeMounts, corev1.VolumeMount{Name: "dev", MountPath: "/usr/local/bin", SubPath: "shm"})
+		}, "mounts exactly dev at /dev"},
+		"a subPath of the /dev mount":   {func(ds *appsv1.DaemonSet) { agent(ds).VolumeMounts[0].SubPath = "shm" }, "without subPath"},
+		"the state directory elsewhere": {func(ds *appsv1.DaemonSet) { agent(ds).VolumeMounts[2].MountPath = "/etc" }, "mounts exactly"},
+		"/dev mounted with bidirectional propagation": {func(ds *appsv1.DaemonSet) {
+			agent(ds).VolumeMounts[0].MountPropagation = ptr.To(corev1.MountPropagationBidirectional)
+		}, "mounts exactly"},
+		"a mount dropped": {func(ds *appsv1.DaemonSet) { agent(ds).VolumeMounts = agent(ds).VolumeMounts[:3] }, "mounts exactly"},
+		"/dev's volume of another hostPath type": {func(ds *appsv1.DaemonSet) {
+			pod(ds).Volumes[0].HostPath.Type = ptr.To(corev1.HostPathDirectoryOrCreate)
+		}, "have exactly the volumes"},
+		"a working directory in /dev/shm": {func(ds *appsv1.DaemonSet) { agent(ds).WorkingDir = "/dev/shm" }, "not workingDir"},
+		"a probe at the metadata address": {func(ds *appsv1.DaemonSet) {
+			agent(ds).LivenessProbe.HTTPGet.Host = "169.254.169.254"
+			agent(ds).LivenessProbe.HTTPGet.Port = intstr.FromInt32(80)
+			agent(ds).LivenessProbe.HTTPGet.Path = "/latest/meta-data/iam/security-credentials/"
+		}, "not livenessProbe"},
+		"a probe at a host name": {func(ds *appsv1.DaemonSet) { agent(ds).ReadinessProbe.HTTPGet.Host = "metadata.google.internal" }, "not readinessProbe"},
+		"a probe with headers": {func(ds *appsv1.DaemonSet) {
+			agent(ds).ReadinessProbe.HTTPGet.HTTPHeaders = []corev1.HTTPHeader{{Name: "Metadata-Flavor", Value: "Google"}}
+		}, "not readinessProbe"},
+		"a TCP probe": {func(ds *appsv1.DaemonSet) {
+			agent(ds).LivenessProbe.HTTPGet = nil
+			agent(ds).LivenessProbe.TCPSocket = &corev1.TCPSocketAction{Host: "10.0.0.1", Port: intstr.FromInt32(22)}
+		}, "not livenessProbe"},
+		"a startup HTTP probe": {func(ds *appsv1.DaemonSet) {
+			agent(ds).StartupProbe = agent(ds).LivenessProbe.DeepCopy()
+		}, "not startupProbe"},
+		"image pull secrets": {func(ds *appsv1.DaemonSet) {
+			pod(ds).ImagePullSecrets = []corev1.LocalObjectReference{{Name: "kubeblade-ca"}}
+		}, "not imagePullSecrets"},
+		"a runtime class":         {func(ds *appsv1.DaemonSet) { pod(ds).RuntimeClassName = ptr.To("unconfined") }, "not runtimeClassName"},
+		"the template's nodeName": {func(ds *appsv1.DaemonSet) { pod(ds).NodeName = "control-plane-1" }, "not nodeName"},
+		"the CA key as termination message": {func(ds *appsv1.DaemonSet) {
+			agent(ds).TerminationMessagePath = "/var/lib/kubeblade/ca.key"
+		}, "not terminationMessagePath"},
+		"host aliases": {func(ds *appsv1.DaemonSet) {
+			pod(ds).HostAliases = []corev1.HostAlias{{IP: "192.0.2.66", Hostnames: []string{"ghcr.io"}}}
+		}, "not hostAliases"},
+		"a DNS config": {func(ds *appsv1.DaemonSet) {
+			pod(ds).DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{"192.0.2.53"}}
+		}, "not dnsConfig"},
+		"another DNS policy": {func(ds *appsv1.DaemonSet) { pod(ds).DNSPolicy = corev1.DNSDefault }, "not dnsPolicy"},
+		"an affinity to the control plane": {func(ds *appsv1.DaemonSet) {
+			pod(ds).Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.NodeSelectorOpExists}}}}}}}
+		}, "not affinity"},
+		"no ServiceAccount token":    {func(ds *appsv1.DaemonSet) { pod(ds).AutomountServiceAccountToken = ptr.To(false) }, "not automountServiceAccountToken"},
+		"a shared process namespace": {func(ds *appsv1.DaemonSet) { pod(ds).ShareProcessNamespace = ptr.To(true) }, "not shareProcessNamespace"},
+		"pod sysctls": {func(ds *appsv1.DaemonSet) {
+			pod(ds).SecurityContext = &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "kernel.shm_rmid_forced", Value: "0"}}}
+		}, "not securityContext"},
+		"a long grace period": {func(ds *appsv1.DaemonSet) { pod(ds).TerminationGracePeriodSeconds = ptr.To[int64](86400) }, "not terminationGracePeriodSeconds"},
+		"another scheduler":   {func(ds *appsv1.DaemonSet) { pod(ds).SchedulerName = "evil-scheduler" }, "not schedulerName"},
+		"a host port": {func(ds *appsv1.DaemonSet) {
+			agent(ds).Ports = []corev1.ContainerPort{{ContainerPort: 22, HostPort: 22}}
+		}, "not ports"},
+		"added capabilities": {func(ds *appsv1.DaemonSet) {
+			agent(ds).SecurityContext.Capabilities = &corev1.Capabilities{Add: []corev1.Capability{"SYS_ADMIN"}}
+		}, "not securityContext"},
+		"no seccomp and no AppArmor": {func(ds *appsv1.DaemonSet) {
+			agent(ds).SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}
+			agent(ds).SecurityContext.AppArmorProfile = &corev1.AppArmorProfile{Type: corev1.AppArmorProfileTypeUnconfined}
+		}, "not securityContext"},
+		"another user":       {func(ds *appsv1.DaemonSet) { agent(ds).SecurityContext.RunAsUser = ptr.To[int64](1000) }, "not securityContext"},
+		"a terminal":         {func(ds *appsv1.DaemonSet) { agent(ds).Stdin, agent(ds).TTY = true, true }, "not stdin, tty"},
+		"a second NODE_NAME": {func(ds *appsv1.DaemonSet) { agent(ds).Env = append(agent(ds).Env, agent(ds).Env[0]) }, "NODE_NAME as its one"},
+		"a pod annotation": {func(ds *appsv1.DaemonSet) {
+			ds.Spec.Template.Annotations["k8s.v1.cni.cncf.io/networks"] = "macvlan-conf"
+		}, "not annotations"},
+		"a pod label": {func(ds *appsv1.DaemonSet) { ds.Spec.Template.Labels["team"] = "evil" }, "not labels"},
+		"a pod finalizer": {func(ds *appsv1.DaemonSet) {
+			ds.Spec.Template.Finalizers = []string{"evil.example/keep"}
+		}, "not finalizers"},
 	}
 	for name, a := range attacks {
 		t.Run(name, func(t *testing.T) {
@@ -255,6 +336,31 @@ func TestOperatorDaemonSetAttacks(t *testing.T) {
 	ds.Spec.Template.Spec.Volumes = append(ds.Spec.Template.Spec.Volumes, corev1.Volume{Name: "root",
 		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
 	refused(t, "adding a volume to its DaemonSet", op.Patch(ctx(t), ds, client.MergeFrom(orig)), daemonSetPolicy, "may mount only the host paths")
+	ds = orig.DeepCopy()
+	ds.Spec.Template.Spec.Containers[0].VolumeMounts = append(ds.Spec.Template.Spec.Containers[0].VolumeMounts,
+		corev1.VolumeMount{Name: "dev", MountPath: "/usr/local/bin", SubPath: "shm"})
+	refused(t, "mounting /dev/shm over the agent's binaries", op.Patch(ctx(t), ds, client.MergeFrom(orig)), daemonSetPolicy, "mounts exactly")
+	for how, p := range map[string]client.Patch{
+		"JSON patch": client.RawPatch(types.JSONPatchType, []byte(`[{"op":"add","path":"/spec/template/spec/nodeName","value":"control-plane-1"}]`)),
+		"strategic merge patch": client.RawPatch(types.StrategicMergePatchType,
+			[]byte(`{"spec":{"template":{"spec":{"containers":[{"name":"agent","workingDir":"/dev/shm"}]}}}}`)),
+	} {
+		refused(t, how+" widening its DaemonSet", op.Patch(ctx(t), orig.DeepCopy(), p), daemonSetPolicy)
+		refused(t, "dry-run "+how+" widening its DaemonSet", op.Patch(ctx(t), orig.DeepCopy(), p, client.DryRunAll), daemonSetPolicy)
+	}
+	widened := agentdaemonset.Build(bc, agentDefaults())
+	widened.Spec.Template.Spec.WithRuntimeClassName("unconfined")
+	refused(t, "applying a widened DaemonSet with force", op.Apply(ctx(t), widened, client.FieldOwner(daemonset.FieldManager), client.ForceOwnership),
+		daemonSetPolicy, "runtimeClassName")
+
+	// kubectl rollout restart, by an administrator, stays possible: the
+	// operator still applies the DaemonSet afterwards.
+	if err := admin.Patch(ctx(t), orig.DeepCopy(), client.RawPatch(types.StrategicMergePatchType,
+		[]byte(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":"2026-01-01T00:00:00Z"}}}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	allowed(t, "applying after kubectl rollout restart", op.Apply(ctx(t), agentdaemonset.Build(bc, agentDefaults()),
+		client.FieldOwner(daemonset.FieldManager), client.ForceOwnership))
 
 	// It deletes only its own DaemonSets.
 	foreign := rendered(t, phantomConfig(nil))
@@ -265,4 +371,69 @@ func TestOperatorDaemonSetAttacks(t *testing.T) {
 	}
 	refused(t, "deleting someone else's DaemonSet", op.Delete(ctx(t), foreign), daemonSetPolicy, "may only write its agent DaemonSets", "someone-elses")
 	allowed(t, "deleting its own", op.Delete(ctx(t), orig))
+}
+
+// TestOperatorDaemonSetPolicyCoversEveryField guards the DaemonSet policy
+// against API growth, as TestNodePolicyCoversEveryField does the Node
+// policies: every field of the pod template, the container, its security
+// contexts, mounts and probes is named by the policy (checked to be
+// absent, at its default or as rendered) or listed here as free. A
+// Kubernetes upgrade that adds a field fails this test until the policy
+// names it.
+func TestOperatorDaemonSetPolicyCoversEveryField(t *testing.T) {
+	raw := readPolicyFile(t, "operator-daemonsets.yaml")
+	for _, s := range []struct {
+		typ      reflect.Type
+		prefixes []string
+		free     map[string]string
+	}{
+		{reflect.TypeOf(corev1.PodSpec{}), []string{"variables.pod.", "variables.pod.?"}, map[string]string{
+			"containers":        "variables.containers",
+			"tolerations":       "chosen in the BladeConfig's spec.daemonSet",
+			"priorityClassName": "chosen in the BladeConfig's spec.daemonSet",
+		}},
+		{reflect.TypeOf(corev1.PodSecurityContext{}), []string{"variables.pod.securityContext."}, nil},
+		{reflect.TypeOf(corev1.Container{}), []string{"variables.agent.", "variables.agent.?", "variables.containers[0].", "variables.containers[0].?"}, map[string]string{
+			"image":           "the allowed repositories (variables.image)",
+			"imagePullPolicy": "chosen in the BladeConfig's spec.daemonSet",
+			"resources":       "chosen in the BladeConfig's spec.daemonSet (claims are refused)",
+			"livenessProbe":   "badProbes",
+			"readinessProbe":  "badProbes",
+		}},
+		{reflect.TypeOf(corev1.SecurityContext{}), []string{"variables.agent.securityContext.", "variables.agent.?securityContext.?"}, nil},
+		{reflect.TypeOf(corev1.VolumeMount{}), []string{"m.", "m.?"}, nil},
+		{reflect.TypeOf(corev1.Probe{}), []string{"variables.agent[k].", "variables.agent[k].?"}, nil},
+		{reflect.TypeOf(corev1.ProbeHandler{}), []string{"variables.agent[k]."}, nil},
+		{reflect.TypeOf(corev1.HTTPGetAction{}), []string{"variables.agent[k].httpGet.", "variables.agent[k].httpGet.?"}, map[string]string{
+			"port": "follows the agent's metrics address",
+		}},
+		{reflect.TypeOf(metav1.ObjectMeta{}), []string{"variables.template.metadata.?", "variables.template.metadata."}, map[string]string{
+			"selfLink": "server-managed; not copied from a template", "uid": "server-managed; not copied from a template",
+			"resourceVersion": "server-managed; not copied from a template", "generation": "server-managed; not copied from a template",
+			"creationTimestamp": "server-managed; not copied from a template", "deletionTimestamp": "server-managed; not copied from a template",
+			"managedFields": "server-managed; not copied from a template",
+		}},
+	} {
+		t.Run(s.typ.Name(), func(t *testing.T) {
+			for i := 0; i < s.typ.NumField(); i++ {
+				f := s.typ.Field(i)
+				tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+				if tag == "" || tag == "-" {
+					continue // embedded (Probe's ProbeHandler): its own row
+				}
+				if _, ok := s.free[tag]; ok {
+					continue
+				}
+				named := false
+				for _, p := range s.prefixes {
+					if regexp.MustCompile(regexp.QuoteMeta(p+tag) + `\b`).MatchString(raw) {
+						named = true
+					}
+				}
+				if !named {
+					t.Errorf("config/admission/operator-daemonsets.yaml does not name %s.%s: a DaemonSet could set it", s.typ.Name(), tag)
+				}
+			}
+		})
+	}
 }

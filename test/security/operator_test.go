@@ -325,3 +325,33 @@ func TestClientCertificateRolesThroughTheCSRAPI(t *testing.T) {
 		})
 	}
 }
+
+// TestServingCertificateHasNoOrganization (issue 31, finding 8): the agent
+// asks for a serving certificate with O=system:masters. It is signed (the
+// names are its own), but without any Organization: on 8f44781 the signer
+// copied the requested one.
+func TestServingCertificateHasNoOrganization(t *testing.T) {
+	testenv.Need(t)
+	run := nodeSeq.Add(1)
+	n := bladeNode(t, fmt.Sprintf("org-%d", run), fmt.Sprintf("10.3.%d.1", run))
+	cs, err := kubernetes.NewForConfig(testenv.AsAgent(env.Config, n.Name, n.UID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	iss, err := csrclient.Obtain(c, cs.CertificatesV1().CertificateSigningRequests(), csrclient.Request{
+		Name: "kubeblade-agent-" + n.Name, SignerName: csrclient.SignerAgentServing, CommonName: n.Name,
+		Organization: []string{"system:masters"}, DNSNames: []string{n.Name},
+	}, nil)
+	if err != nil {
+		t.Fatalf("the serving certificate: %v", err)
+	}
+	cert, err := pki.ParseCertificate(iss.CertPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cert.Subject.Organization) != 0 || cert.Subject.CommonName != n.Name {
+		t.Errorf("serving certificate subject %v: want CN=%s and no Organization", cert.Subject, n.Name)
+	}
+}

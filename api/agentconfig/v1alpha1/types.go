@@ -132,7 +132,7 @@ const (
 	BackendSimulated HardwareBackend = "simulated"
 	// BackendBCM2711 and BackendBCM2712 are the linux backend with the
 	// LEDs and a standard fan unit's PWM driven through the SoC's registers
-	// (<devRoot>/mem), as the old compute-blade-agent did.
+	// (/dev/mem), as the old compute-blade-agent did.
 	BackendBCM2711 HardwareBackend = "bcm2711"
 	BackendBCM2712 HardwareBackend = "bcm2712"
 )
@@ -143,7 +143,7 @@ type HardwareConfig struct {
 	// +kubebuilder:default=auto
 	// +optional
 	Backend HardwareBackend `json:"backend,omitempty"`
-	// Linux configures the linux backend; every path has a default.
+	// Linux configures the linux backend; every setting has a default.
 	// +optional
 	Linux LinuxHardwareConfig `json:"linux,omitempty"`
 	// Simulated configures the simulated backend.
@@ -151,28 +151,32 @@ type HardwareConfig struct {
 	Simulated SimulatedHardwareConfig `json:"simulated,omitempty"`
 }
 
-// LinuxHardwareConfig overrides where the linux backend finds devices.
-// Empty fields mean auto-detection.
+// LinuxHardwareConfig overrides which devices the linux backend drives.
+// Empty fields mean auto-detection. It names devices, never where they
+// live: the backend reads sysfs at /sys and opens device nodes under /dev
+// only, so neither a BladeConfig nor a config file can point the agent,
+// which runs as root, at another host file. Each field admits only the
+// shapes the blade's hardware has (docs/configuration.md lists them).
 type LinuxHardwareConfig struct {
-	// SysfsRoot is where sysfs is mounted (default /sys).
-	// +optional
-	SysfsRoot string `json:"sysfsRoot,omitempty"`
-	// DevRoot is where device nodes live (default /dev).
-	// +optional
-	DevRoot string `json:"devRoot,omitempty"`
 	// GPIOChip is the GPIO chip's name or label (default: the chip labelled
-	// pinctrl-bcm2711 or pinctrl-rp1).
+	// pinctrl-bcm2711 or pinctrl-rp1). It is compared with what the
+	// kernel lists, never opened as a path.
 	// +optional
 	GPIOChip string `json:"gpioChip,omitempty"`
-	// PWMChip is the sysfs PWM chip name, e.g. pwmchip0 (default: detected).
+	// PWMChip is a sysfs PWM chip's name (pwmchip0) or its device's name
+	// (1f00098000.pwm) (default: detected): a name, not a path.
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9_.:@,+-]{0,63}$`
 	// +optional
 	PWMChip string `json:"pwmChip,omitempty"`
 	// PWMChannel is the PWM channel driving the fan (default 0).
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	PWMChannel *int32 `json:"pwmChannel,omitempty"`
-	// SerialDevice is the smart fan unit's UART (default /dev/ttyAMA5 on
-	// CM4, /dev/ttyAMA4 on CM5).
+	// SerialDevice is the smart fan unit's UART, a PL011 (ttyAMAN) or 8250
+	// (ttySN) port under /dev: ttyAMA5 or /dev/ttyAMA5 (default ttyAMA5 on
+	// CM4, ttyAMA4 on CM5). The agent opens it only if it is that
+	// driver's character device.
+	// +kubebuilder:validation:Pattern=`^(/dev/)?tty(AMA|S)[0-9]{1,3}$`
 	// +optional
 	SerialDevice string `json:"serialDevice,omitempty"`
 	// ThermalZoneType is the type of the thermal zone to read (default
@@ -183,11 +187,6 @@ type LinuxHardwareConfig struct {
 	// +kubebuilder:validation:Enum=auto;standard;smart;none
 	// +optional
 	FanUnit string `json:"fanUnit,omitempty"`
-	// ProcRoot is where procfs is mounted (default /proc); its device-tree
-	// link is the second place the platform is read from.
-	// +kubebuilder:validation:Pattern=`^/`
-	// +optional
-	ProcRoot string `json:"procRoot,omitempty"`
 	// FanDriver picks how a standard fan unit is driven: auto tries sysfs
 	// PWM, then hwmon pwm1, then GPIO on/off.
 	// +kubebuilder:validation:Enum=auto;pwm;hwmon;gpio
@@ -240,17 +239,21 @@ type LinuxLEDConfig struct {
 	// Top is the LED class name (/sys/class/leds/<top>) of the top LED
 	// (default: the multicolor LED whose name contains "top").
 	// +kubebuilder:validation:Pattern=`^[^/]{1,64}$`
+	// +kubebuilder:validation:XValidation:rule="self != '.' && self != '..'",message="an LED class name, not . or .."
 	// +optional
 	Top string `json:"top,omitempty"`
 	// Edge is the LED class name of the edge LED (default: the
 	// multicolor LED whose name contains "edge").
 	// +kubebuilder:validation:Pattern=`^[^/]{1,64}$`
+	// +kubebuilder:validation:XValidation:rule="self != '.' && self != '..'",message="an LED class name, not . or .."
 	// +optional
 	Edge string `json:"edge,omitempty"`
-	// Stream is a /dev/ledsN-style device driving both LEDs, top first
-	// (default: leds0 under devRoot, when it exists and no LED class
-	// device was found).
-	// +kubebuilder:validation:MaxLength=256
+	// Stream is the /dev/ledsN character device of Raspberry Pi's
+	// ws2812-pio-rp1 driver driving both LEDs, top first: leds0 or
+	// /dev/leds0 (default: /dev/leds0, when it exists and no LED class
+	// device was found). The agent writes to it only if it is that
+	// driver's character device.
+	// +kubebuilder:validation:Pattern=`^(/dev/)?leds[0-9]{1,3}$`
 	// +optional
 	Stream string `json:"stream,omitempty"`
 }
@@ -266,10 +269,6 @@ type SimulatedHardwareConfig struct {
 	// +kubebuilder:validation:Enum=standard;smart
 	// +optional
 	FanUnit string `json:"fanUnit,omitempty"`
-	// ControlSocket, when set, serves the simulated blade's controls
-	// (button, load, faults) over HTTP on this unix socket.
-	// +optional
-	ControlSocket string `json:"controlSocket,omitempty"`
 }
 
 // GRPCConfig configures the gRPC API.

@@ -18,6 +18,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/hardware/bcm2712"
 	"github.com/kubeblade/kubeblade/internal/hardware/linux"
 	"github.com/kubeblade/kubeblade/internal/hardware/linux/gpio"
+	"github.com/kubeblade/kubeblade/internal/hardware/linux/sysfs"
 	"github.com/kubeblade/kubeblade/internal/hardware/regs"
 	"github.com/kubeblade/kubeblade/internal/hardware/simulated"
 )
@@ -41,6 +42,13 @@ type Deps struct {
 	DevMem func(path string) (regs.Mapper, error)
 	// GPIO is the linux backend's GPIO port (default the character device).
 	GPIO gpio.Driver
+	// Roots are where sysfs, device nodes and procfs are (default
+	// linux.DefaultRoots); tests use temporary trees.
+	Roots linux.Roots
+	// LEDStream is the linux backend's opener of the /dev/ledsN stream
+	// (default: the ws2812-pio-rp1 character device only); tests model
+	// the driver with a plain file.
+	LEDStream sysfs.LEDStreamOpener
 	// RegisterSleep is the register drivers' pause (default time.Sleep).
 	RegisterSleep func(time.Duration)
 	// RegisterNow is the clock that bounds feeding RP1's FIFO (default
@@ -60,6 +68,7 @@ func Open(ctx context.Context, cfg agentconfigv1.HardwareConfig, deps Deps) (Ope
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
+	deps.Roots = deps.Roots.OrDefault()
 	if deps.DevMem == nil {
 		deps.DevMem = func(path string) (regs.Mapper, error) { return regs.OpenDevMem(path) }
 	}
@@ -87,8 +96,8 @@ func Open(ctx context.Context, cfg agentconfigv1.HardwareConfig, deps Deps) (Ope
 // false, so the agent can say so (and the node be labelled) instead of
 // crash-looping.
 func openLinux(ctx context.Context, cfg agentconfigv1.LinuxHardwareConfig, deps Deps, out linux.Outputs, note string) (Opened, error) {
-	b, err := linux.Open(ctx, linux.Options{Config: cfg, Clock: deps.Clock, Logger: deps.Logger, GPIO: deps.GPIO,
-		NoTach: deps.NoTach, Outputs: out, Note: note})
+	b, err := linux.Open(ctx, linux.Options{Config: cfg, Roots: deps.Roots, Clock: deps.Clock, Logger: deps.Logger, GPIO: deps.GPIO,
+		LEDStream: deps.LEDStream, NoTach: deps.NoTach, Outputs: out, Note: note})
 	if err != nil {
 		if out != nil {
 			out.Close()
@@ -98,30 +107,12 @@ func openLinux(ctx context.Context, cfg agentconfigv1.LinuxHardwareConfig, deps 
 	return Opened{Backend: b}, nil
 }
 
-func devRoot(cfg agentconfigv1.LinuxHardwareConfig) string {
-	if cfg.DevRoot == "" {
-		return linux.DefaultDevRoot
-	}
-	return cfg.DevRoot
-}
-
-func procRoot(cfg agentconfigv1.LinuxHardwareConfig) string {
-	if cfg.ProcRoot == "" {
-		return linux.DefaultProcRoot
-	}
-	return cfg.ProcRoot
-}
-
-func detect(cfg agentconfigv1.LinuxHardwareConfig, deps Deps) linux.Platform {
-	sys := cfg.SysfsRoot
-	if sys == "" {
-		sys = linux.DefaultSysfsRoot
-	}
+func detect(deps Deps) linux.Platform {
 	d := deps.GPIO
 	if d == nil {
 		d = gpio.CDev{}
 	}
-	return linux.Detect(sys, procRoot(cfg), devRoot(cfg), d)
+	return linux.Detect(deps.Roots.Sys, deps.Roots.Proc, deps.Roots.Dev, d)
 }
 
 // openAuto picks linux unless a register backend is what drives this
@@ -129,14 +120,14 @@ func detect(cfg agentconfigv1.LinuxHardwareConfig, deps Deps) linux.Platform {
 // Talos, and /dev/mem mappable. Why a register backend was not taken is
 // kept in Info.Detail, so the missing LEDs explain themselves.
 func openAuto(ctx context.Context, cfg agentconfigv1.LinuxHardwareConfig, deps Deps) (Opened, error) {
-	plat := detect(cfg, deps)
+	plat := detect(deps)
 	if !plat.IsBlade || (plat.SoC != linux.SoCBCM2711 && plat.SoC != linux.SoCBCM2712) {
 		return openLinux(ctx, cfg, deps, nil, "")
 	}
-	if drv := linux.KernelLEDs(cfg); drv != "" {
+	if drv := linux.KernelLEDs(cfg, deps.Roots); drv != "" {
 		return openLinux(ctx, cfg, deps, nil, "")
 	}
-	if regs.IsTalos(procRoot(cfg)) {
+	if regs.IsTalos(deps.Roots.Proc) {
 		return openLinux(ctx, cfg, deps, nil, "")
 	}
 	out, err := openOutputs(cfg, plat.SoC, deps)
@@ -152,14 +143,14 @@ func openAuto(ctx context.Context, cfg agentconfigv1.LinuxHardwareConfig, deps D
 // linux backend and says why the LEDs are missing: a clear status, never a
 // crash loop, and never another SoC's registers.
 func openRegisters(ctx context.Context, cfg agentconfigv1.LinuxHardwareConfig, soc string, deps Deps) (Opened, error) {
-	plat := detect(cfg, deps)
+	plat := detect(deps)
 	var err error
 	switch {
 	case !plat.IsBlade:
 		err = fmt.Errorf("this machine is not a Compute Blade (%s)", plat.Detail)
 	case plat.SoC != soc:
 		err = fmt.Errorf("this blade's SoC is %s", plat.SoC)
-	case regs.IsTalos(procRoot(cfg)):
+	case regs.IsTalos(deps.Roots.Proc):
 		err = fmt.Errorf("Talos has no /dev/mem; use the linux backend with the kubeblade-leds extension")
 	}
 	var out linux.Outputs
@@ -175,7 +166,7 @@ func openRegisters(ctx context.Context, cfg agentconfigv1.LinuxHardwareConfig, s
 
 // openOutputs maps the SoC's registers and opens its driver.
 func openOutputs(cfg agentconfigv1.LinuxHardwareConfig, soc string, deps Deps) (linux.Outputs, error) {
-	m, err := deps.DevMem(filepath.Join(devRoot(cfg), "mem"))
+	m, err := deps.DevMem(filepath.Join(deps.Roots.Dev, "mem"))
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package backends
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/hardware/bcm2711/bcm2711test"
 	"github.com/kubeblade/kubeblade/internal/hardware/bcm2712"
 	"github.com/kubeblade/kubeblade/internal/hardware/bcm2712/bcm2712test"
+	"github.com/kubeblade/kubeblade/internal/hardware/linux"
 	"github.com/kubeblade/kubeblade/internal/hardware/linux/gpio/gpiotest"
 	"github.com/kubeblade/kubeblade/internal/hardware/regs"
 	"github.com/kubeblade/kubeblade/internal/hardware/regs/regstest"
@@ -27,10 +29,8 @@ import (
 func TestAutoIsLinuxEvenOffBlade(t *testing.T) {
 	root := t.TempDir()
 	for _, backend := range []agentconfigv1.HardwareBackend{agentconfigv1.BackendAuto, "", agentconfigv1.BackendLinux} {
-		o, err := Open(context.Background(), agentconfigv1.HardwareConfig{
-			Backend: backend,
-			Linux:   agentconfigv1.LinuxHardwareConfig{SysfsRoot: root, DevRoot: root, ProcRoot: root},
-		}, Deps{})
+		o, err := Open(context.Background(), agentconfigv1.HardwareConfig{Backend: backend},
+			Deps{Roots: linux.Roots{Sys: root, Dev: root, Proc: root}})
 		if err != nil {
 			t.Fatalf("%q: %v", backend, err)
 		}
@@ -44,8 +44,9 @@ func TestAutoIsLinuxEvenOffBlade(t *testing.T) {
 	}
 }
 
-// blade writes a Compute Module's devicetree and whatever else is given.
-func blade(t *testing.T, soc string, files map[string]string) agentconfigv1.LinuxHardwareConfig {
+// blade writes a Compute Module's devicetree and whatever else is given,
+// and returns the roots of its tree.
+func blade(t *testing.T, soc string, files map[string]string) linux.Roots {
 	t.Helper()
 	root := t.TempDir()
 	compat := map[string]string{
@@ -67,8 +68,10 @@ func blade(t *testing.T, soc string, files map[string]string) agentconfigv1.Linu
 			t.Fatal(err)
 		}
 	}
-	return agentconfigv1.LinuxHardwareConfig{SysfsRoot: filepath.Join(root, "sys"), DevRoot: filepath.Join(root, "dev"), ProcRoot: filepath.Join(root, "proc")}
+	return linux.Roots{Sys: filepath.Join(root, "sys"), Dev: filepath.Join(root, "dev"), Proc: filepath.Join(root, "proc")}
 }
+
+func plainFile(p string) (io.WriteCloser, error) { return os.OpenFile(p, os.O_WRONLY, 0) }
 
 var kernelLEDs = map[string]string{
 	"sys/class/leds/kubeblade:rgb:top/multi_index":      "red green blue\n",
@@ -113,11 +116,13 @@ func TestBackendChoice(t *testing.T) {
 			inDetail: "hardware.backend bcm2712 unavailable: RP1 PWM0 clock unusable"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			cfg := blade(t, tc.soc, tc.files)
+			r := blade(t, tc.soc, tc.files)
 			m11, m12 := bcm2711test.New(16), bcm2712test.New(16)
-			deps := Deps{GPIO: gpiotest.NewDriver(), RegisterSleep: m11.File.Sleep}
+			// A plain file stands for /dev/leds0 (the backend's own opener
+			// takes only the ws2812-pio-rp1 character device).
+			deps := Deps{GPIO: gpiotest.NewDriver(), RegisterSleep: m11.File.Sleep, Roots: r, LEDStream: plainFile}
 			deps.DevMem = func(path string) (regs.Mapper, error) {
-				if path != filepath.Join(cfg.DevRoot, "mem") {
+				if path != filepath.Join(r.Dev, "mem") {
 					t.Errorf("opened %s, want <devRoot>/mem", path)
 				}
 				if tc.soc == "bcm2712" {
@@ -131,7 +136,7 @@ func TestBackendChoice(t *testing.T) {
 			if tc.clockOff {
 				m12.SetPWMClock(0, 1, 0)
 			}
-			o, err := Open(t.Context(), agentconfigv1.HardwareConfig{Backend: tc.backend, Linux: cfg}, deps)
+			o, err := Open(t.Context(), agentconfigv1.HardwareConfig{Backend: tc.backend}, deps)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,10 +167,10 @@ func TestBackendChoice(t *testing.T) {
 // the registers — a colour set becomes a frame the LEDs decode, the fan
 // gets its duty back.
 func TestRegisterBackendDrivesTheBlade(t *testing.T) {
-	cfg := blade(t, "bcm2711", nil)
+	r := blade(t, "bcm2711", nil)
 	m := bcm2711test.New(16)
-	o, err := Open(t.Context(), agentconfigv1.HardwareConfig{Backend: "auto", Linux: cfg},
-		Deps{GPIO: gpiotest.NewDriver(), RegisterSleep: m.File.Sleep, DevMem: func(string) (regs.Mapper, error) { return m.File, nil }})
+	o, err := Open(t.Context(), agentconfigv1.HardwareConfig{Backend: "auto"},
+		Deps{Roots: r, GPIO: gpiotest.NewDriver(), RegisterSleep: m.File.Sleep, DevMem: func(string) (regs.Mapper, error) { return m.File, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,10 +204,10 @@ func TestRegisterBackendDrivesTheBlade(t *testing.T) {
 // words a WS2812 decodes back to that pair, top first, and the fan gets its
 // own channel, which the LED frames leave alone.
 func TestRP1RegisterBackendDrivesTheBlade(t *testing.T) {
-	cfg := blade(t, "bcm2712", nil)
+	r := blade(t, "bcm2712", nil)
 	m := bcm2712test.New(16)
-	o, err := Open(t.Context(), agentconfigv1.HardwareConfig{Backend: "auto", Linux: cfg},
-		Deps{GPIO: gpiotest.NewDriver(), RegisterSleep: m.File.Sleep, RegisterNow: m.Now,
+	o, err := Open(t.Context(), agentconfigv1.HardwareConfig{Backend: "auto"},
+		Deps{Roots: r, GPIO: gpiotest.NewDriver(), RegisterSleep: m.File.Sleep, RegisterNow: m.Now,
 			DevMem: func(string) (regs.Mapper, error) { return m.File, nil }})
 	if err != nil {
 		t.Fatal(err)

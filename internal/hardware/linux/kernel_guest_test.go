@@ -76,7 +76,7 @@ func board(t *testing.T, sc scenario.Scenario, id, label string) *gpiosim.Chip {
 
 // realConfig is the backend's config on the guest's real /sys and /dev.
 func realConfig() agentconfigv1.LinuxHardwareConfig {
-	return agentconfigv1.LinuxHardwareConfig{SysfsRoot: "/sys", DevRoot: "/dev", ProcRoot: "/proc", FanUnit: "standard"}
+	return agentconfigv1.LinuxHardwareConfig{FanUnit: "standard"}
 }
 
 func openReal(t *testing.T, o linux.Options) *linux.Backend {

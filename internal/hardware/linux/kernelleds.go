@@ -1,11 +1,10 @@
 package linux
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 
 	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/hardware/linux/devnode"
 	"github.com/kubeblade/kubeblade/internal/hardware/linux/sysfs"
 )
 
@@ -13,16 +12,10 @@ import (
 // the blade's LEDs (the multicolor LED class devices of kubeblade-leds, or a
 // ws2812-pio-rp1 /dev/ledsN), or returns "" when there is none. It only
 // looks: auto uses it to decide whether a register backend is needed.
-func KernelLEDs(cfg agentconfigv1.LinuxHardwareConfig) string {
-	sys, dev := cfg.SysfsRoot, cfg.DevRoot
-	if sys == "" {
-		sys = DefaultSysfsRoot
-	}
-	if dev == "" {
-		dev = DefaultDevRoot
-	}
+func KernelLEDs(cfg agentconfigv1.LinuxHardwareConfig, roots Roots) string {
+	roots = roots.OrDefault()
 	var found []string
-	for _, n := range sysfs.MulticolorLEDs(sys) {
+	for _, n := range sysfs.MulticolorLEDs(roots.Sys) {
 		if n == cfg.LEDs.Top || n == cfg.LEDs.Edge || strings.Contains(n, "top") || strings.Contains(n, "edge") {
 			found = append(found, n)
 		}
@@ -34,11 +27,8 @@ func KernelLEDs(cfg agentconfigv1.LinuxHardwareConfig) string {
 	if stream == "" {
 		stream = "leds0"
 	}
-	if !filepath.IsAbs(stream) {
-		stream = filepath.Join(dev, stream)
-	}
-	if _, err := os.Stat(stream); err == nil {
-		return stream
+	if n, err := devnode.LEDStream(roots.Dev, stream); err == nil && exists(n.Path) {
+		return n.Path
 	}
 	return ""
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -18,21 +19,47 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/utils/clock"
 
 	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/hardware"
+	"github.com/kubeblade/kubeblade/internal/hardware/linux/devnode"
 	"github.com/kubeblade/kubeblade/internal/hardware/linux/gpio"
 	"github.com/kubeblade/kubeblade/internal/hardware/linux/sysfs"
 	"github.com/kubeblade/kubeblade/internal/smartfan/uart"
 	"github.com/kubeblade/kubeblade/internal/tach"
 )
 
-// Defaults for paths and the blade's wiring (docs/hardware.md#pins).
+// Roots are where the backend finds sysfs, device nodes and procfs. They
+// are not configuration: on a blade they are /sys, /dev and /proc
+// (DefaultRoots), so neither a BladeConfig nor a config file can point the
+// agent, which runs as root, at other host files. Tests build trees of
+// their own.
+type Roots struct {
+	Sys, Dev, Proc string
+}
+
+// DefaultRoots are a blade's.
+func DefaultRoots() Roots { return Roots{Sys: "/sys", Dev: "/dev", Proc: "/proc"} }
+
+// OrDefault fills the roots r leaves empty with DefaultRoots.
+func (r Roots) OrDefault() Roots {
+	d := DefaultRoots()
+	if r.Sys == "" {
+		r.Sys = d.Sys
+	}
+	if r.Dev == "" {
+		r.Dev = d.Dev
+	}
+	if r.Proc == "" {
+		r.Proc = d.Proc
+	}
+	return r
+}
+
+// The blade's wiring (docs/hardware.md#pins).
 const (
-	DefaultSysfsRoot = "/sys"
-	DefaultDevRoot   = "/dev"
-	DefaultProcRoot  = "/proc"
 	// ButtonDebounce is the kernel debounce on the edge button; the agent
 	// debounces presses again on top.
 	ButtonDebounce = 10 * time.Millisecond
@@ -65,12 +92,20 @@ const (
 // Options configure Open. Only Config is needed in production.
 type Options struct {
 	Config agentconfigv1.LinuxHardwareConfig
+	// Roots default to DefaultRoots; only tests change them.
+	Roots  Roots
 	Clock  clock.WithTicker
 	Logger *slog.Logger
 	// GPIO is the GPIO port (default the character device).
 	GPIO gpio.Driver
-	// Serial dials the smart fan unit's UART (default go.bug.st/serial).
+	// Serial dials the smart fan unit's UART. The default opens the node
+	// only if it is the amba-pl011 or 8250 character device its name says
+	// (package devnode), then with go.bug.st/serial; tests dial ptys.
 	Serial func(path string) uart.Dialer
+	// LEDStream opens the ws2812-pio-rp1 stream for each write. The
+	// default opens the node only if it is that driver's character device
+	// (package devnode); tests model the driver with a plain file.
+	LEDStream sysfs.LEDStreamOpener
 	// SmartFanRetry is the first UART reconnect interval (default uart's).
 	SmartFanRetry time.Duration
 	// NoTach leaves the tachometer alone (tachEnabled: false): its line
@@ -180,18 +215,43 @@ func (o *Options) defaults() {
 	if o.GPIO == nil {
 		o.GPIO = gpio.CDev{}
 	}
+	o.Roots = o.Roots.OrDefault()
 	if o.Serial == nil {
-		o.Serial = uart.Serial
+		o.Serial = checkedSerial(o.Roots.Proc)
 	}
-	c := &o.Config
-	if c.SysfsRoot == "" {
-		c.SysfsRoot = DefaultSysfsRoot
+	if o.LEDStream == nil {
+		proc := o.Roots.Proc
+		o.LEDStream = func(path string) (io.WriteCloser, error) {
+			n, err := devnode.LEDStream(filepath.Dir(path), filepath.Base(path))
+			if err != nil {
+				return nil, err
+			}
+			return n.Open(unix.O_WRONLY, proc)
+		}
 	}
-	if c.DevRoot == "" {
-		c.DevRoot = DefaultDevRoot
-	}
-	if c.ProcRoot == "" {
-		c.ProcRoot = DefaultProcRoot
+}
+
+// checkedSerial dials a UART with go.bug.st/serial after devnode checked
+// the node: the port is opened through the checked descriptor, so nothing
+// is written to a node that is not the UART its name says.
+func checkedSerial(procRoot string) func(path string) uart.Dialer {
+	return func(path string) uart.Dialer {
+		return func() (io.ReadWriteCloser, error) {
+			n, err := devnode.UART(filepath.Dir(path), filepath.Base(path))
+			if err != nil {
+				return nil, err
+			}
+			p, err := n.Pin(procRoot)
+			if err != nil {
+				return nil, err
+			}
+			defer p.Close()
+			rw, err := uart.Serial(p.ProcPath())()
+			if err != nil {
+				return nil, fmt.Errorf("opening %s: %w", path, err)
+			}
+			return rw, nil
+		}
 	}
 }
 
@@ -214,7 +274,8 @@ func Open(ctx context.Context, o Options) (*Backend, error) {
 		buttons:   make(chan hardware.ButtonEvent, buttonBuffer),
 		hwmonWant: -1,
 	}
-	plat := Detect(cfg.SysfsRoot, cfg.ProcRoot, cfg.DevRoot, o.GPIO)
+	roots := o.Roots
+	plat := Detect(roots.Sys, roots.Proc, roots.Dev, o.GPIO)
 	b.info = hardware.Info{Backend: "linux", IsBlade: plat.IsBlade, SoC: plat.SoC, FanUnit: hardware.FanUnitNone, Detail: plat.Detail}
 	if o.Outputs != nil {
 		b.outputs = o.Outputs
@@ -241,12 +302,12 @@ func Open(ctx context.Context, o Options) (*Backend, error) {
 			miss(c, why)
 		}
 	} else {
-		b.openGPIO(cfg, plat, miss)
+		b.openGPIO(cfg, roots, plat, miss)
 	}
 	b.info.FanUnit = b.openFanUnit(o, plat)
 	b.openFan(o, plat, miss)
-	b.openThermal(cfg, plat, miss)
-	b.openLEDs(cfg, miss)
+	b.openThermal(cfg, roots, plat, miss)
+	b.openLEDs(o, miss)
 
 	fan := string(b.fan)
 	if b.fanWhy != "" {
@@ -292,7 +353,7 @@ func (b *Backend) smartSilent() bool {
 type missFunc func(hardware.Capability, error)
 
 // openGPIO claims the button, PoE detect and stealth lines.
-func (b *Backend) openGPIO(cfg agentconfigv1.LinuxHardwareConfig, plat Platform, miss missFunc) {
+func (b *Backend) openGPIO(cfg agentconfigv1.LinuxHardwareConfig, roots Roots, plat Platform, miss missFunc) {
 	want := []string{LabelBCM2711, LabelRP1}
 	if plat.SoC == SoCBCM2712 {
 		want = []string{LabelRP1}
@@ -300,7 +361,7 @@ func (b *Backend) openGPIO(cfg agentconfigv1.LinuxHardwareConfig, plat Platform,
 	if cfg.GPIOChip != "" {
 		want = []string{cfg.GPIOChip}
 	}
-	chip, err := gpio.FindChip(b.drv, cfg.DevRoot, want...)
+	chip, err := gpio.FindChip(b.drv, roots.Dev, want...)
 	if err != nil {
 		for _, c := range []hardware.Capability{hardware.CapButton, hardware.CapStealth, hardware.CapPoEDetect} {
 			miss(c, err)
@@ -395,7 +456,10 @@ func (b *Backend) deliverButton(t time.Time, edge hardware.ButtonEdge) {
 	}
 }
 
-func (b *Backend) serialPath(cfg agentconfigv1.LinuxHardwareConfig, plat Platform) string {
+// serialPath is the smart fan unit's UART under the device root, or ""
+// when the SoC has none on the fan pins or the configured name is not a
+// UART's (the config refuses that already).
+func (b *Backend) serialPath(cfg agentconfigv1.LinuxHardwareConfig, roots Roots, plat Platform) string {
 	p := cfg.SerialDevice
 	if p == "" {
 		switch plat.SoC {
@@ -407,10 +471,12 @@ func (b *Backend) serialPath(cfg agentconfigv1.LinuxHardwareConfig, plat Platfor
 			return "" // no known UART on the blade's fan pins
 		}
 	}
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(cfg.DevRoot, p)
+	n, err := devnode.UART(roots.Dev, p)
+	if err != nil {
+		b.log.Error("linux.serialDevice is not a UART; no smart fan unit", "err", err)
+		return ""
 	}
-	return p
+	return n.Path
 }
 
 // openFanUnit decides between the smart and the standard fan unit. The
@@ -428,7 +494,7 @@ func (b *Backend) openFanUnit(o Options, plat Platform) hardware.FanUnit {
 	case "none":
 		return hardware.FanUnitNone
 	}
-	path := b.serialPath(o.Config, plat)
+	path := b.serialPath(o.Config, o.Roots, plat)
 	if mode != "smart" {
 		if path == "" {
 			return hardware.FanUnitStandard
@@ -488,14 +554,14 @@ func (b *Backend) openFan(o Options, plat Platform, miss missFunc) {
 		return
 	}
 
-	chips := sysfs.ListPWMChips(cfg.SysfsRoot)
+	chips := sysfs.ListPWMChips(o.Roots.Sys)
 	fanSpec := gpio.ParseLineSpec(cfg.Lines.FanPWM, lineFan)
 	pick, pickErr := pickFanPWM(chips, plat.SoC, b.lineHolder(fanSpec), cfg.PWMChip, cfg.PWMChannel)
 	var picked *pwmPick
 	if pickErr == nil {
 		picked = &pick
 	}
-	hw, hwWhy, hwErr := pickFanHwmon(sysfs.ListHwmon(cfg.SysfsRoot), plat.SoC, cfg.HwmonName, picked)
+	hw, hwWhy, hwErr := pickFanHwmon(sysfs.ListHwmon(o.Roots.Sys), plat.SoC, cfg.HwmonName, picked)
 
 	var errs []error
 	try := func(kind fanKind) bool {
@@ -505,7 +571,7 @@ func (b *Backend) openFan(o Options, plat Platform, miss missFunc) {
 				errs = append(errs, pickErr)
 				return false
 			}
-			p, err := sysfs.OpenPWM(sysfs.PWMOptions{SysfsRoot: cfg.SysfsRoot, Chip: pick.chip.Name, Channel: pick.channel, AwaitExport: o.AwaitPWMExport})
+			p, err := sysfs.OpenPWM(sysfs.PWMOptions{SysfsRoot: o.Roots.Sys, Chip: pick.chip.Name, Channel: pick.channel, AwaitExport: o.AwaitPWMExport})
 			if err == nil {
 				// Full speed until the agent's first command.
 				err = p.SetPercent(100)
@@ -629,12 +695,12 @@ func (b *Backend) openTach(o Options, plat Platform, miss missFunc) {
 	miss(hardware.CapTach, err)
 }
 
-func (b *Backend) openThermal(cfg agentconfigv1.LinuxHardwareConfig, plat Platform, miss missFunc) {
+func (b *Backend) openThermal(cfg agentconfigv1.LinuxHardwareConfig, roots Roots, plat Platform, miss missFunc) {
 	types := thermalZoneTypes[plat.SoC]
 	if cfg.ThermalZoneType != "" {
 		types = []string{cfg.ThermalZoneType}
 	}
-	z, err := sysfs.FindThermalZone(cfg.SysfsRoot, types...)
+	z, err := sysfs.FindThermalZone(roots.Sys, types...)
 	if err != nil {
 		miss(hardware.CapTemperature, err)
 		return
@@ -646,14 +712,15 @@ func (b *Backend) openThermal(cfg agentconfigv1.LinuxHardwareConfig, plat Platfo
 // openLEDs finds kernel LED drivers. Stock Talos has none, so no LEDs is
 // the normal outcome there, not an error; with a smart fan unit the edge
 // LED is still mirrored on the unit.
-func (b *Backend) openLEDs(cfg agentconfigv1.LinuxHardwareConfig, miss missFunc) {
+func (b *Backend) openLEDs(o Options, miss missFunc) {
 	if b.outputs != nil {
 		b.caps[hardware.CapLEDs] = true
 		b.ledDesc = b.outputs.Describe()
 		return
 	}
+	cfg := o.Config
 	names := [2]string{cfg.LEDs.Top, cfg.LEDs.Edge}
-	auto := sysfs.MulticolorLEDs(cfg.SysfsRoot)
+	auto := sysfs.MulticolorLEDs(o.Roots.Sys)
 	var errs []error
 	for i, hint := range [2]string{"top", "edge"} {
 		if names[i] == "" {
@@ -667,7 +734,11 @@ func (b *Backend) openLEDs(cfg agentconfigv1.LinuxHardwareConfig, miss missFunc)
 		if names[i] == "" {
 			continue
 		}
-		l, err := sysfs.OpenMulticolorLED(cfg.SysfsRoot, names[i])
+		if !ledClassName(names[i]) {
+			errs = append(errs, fmt.Errorf("LED %q is not an LED class name", names[i]))
+			continue
+		}
+		l, err := sysfs.OpenMulticolorLED(o.Roots.Sys, names[i])
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -691,13 +762,14 @@ func (b *Backend) openLEDs(cfg agentconfigv1.LinuxHardwareConfig, miss missFunc)
 		if stream == "" {
 			stream = "leds0"
 		}
-		if !filepath.IsAbs(stream) {
-			stream = filepath.Join(cfg.DevRoot, stream)
-		}
-		if _, err := os.Stat(stream); err == nil || cfg.LEDs.Stream != "" {
-			if s, err := sysfs.OpenLEDStream(stream); err == nil {
+		n, err := devnode.LEDStream(o.Roots.Dev, stream)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case exists(n.Path) || cfg.LEDs.Stream != "":
+			if s, err := sysfs.OpenLEDStreamWith(n.Path, o.LEDStream); err == nil {
 				b.stream = s
-				b.ledDesc = stream + " (ws2812-pio-rp1)"
+				b.ledDesc = n.Path + " (ws2812-pio-rp1)"
 			} else {
 				errs = append(errs, err)
 			}
@@ -978,4 +1050,16 @@ func (b *Backend) Close() error {
 	close(b.buttons)
 	b.mu.Unlock()
 	return errors.Join(errs...)
+}
+
+// ledClassName says whether name can be an LED class device's name: one
+// path element under /sys/class/leds, not "." or "..".
+func ledClassName(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsRune(name, '/') && len(name) <= 64
+}
+
+// exists says whether something (a symbolic link too) is at path.
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -141,12 +142,16 @@ func read(t *testing.T, root, p string) string {
 	return string(b)
 }
 
-func config(root string) agentconfigv1.LinuxHardwareConfig {
-	return agentconfigv1.LinuxHardwareConfig{
-		SysfsRoot: filepath.Join(root, "sys"),
-		DevRoot:   filepath.Join(root, "dev"),
-		ProcRoot:  filepath.Join(root, "proc"),
-	}
+// config is the linux backend's config for a tree: the defaults.
+func config(string) agentconfigv1.LinuxHardwareConfig { return agentconfigv1.LinuxHardwareConfig{} }
+
+// plainFile opens a file of the test tree as the LED stream, where the
+// real backend accepts only the ws2812-pio-rp1 character device.
+func plainFile(p string) (io.WriteCloser, error) { return os.OpenFile(p, os.O_WRONLY, 0) }
+
+// roots puts sysfs, the device nodes and procfs in root's tree.
+func roots(root string) linux.Roots {
+	return linux.Roots{Sys: filepath.Join(root, "sys"), Dev: filepath.Join(root, "dev"), Proc: filepath.Join(root, "proc")}
 }
 
 // withChip registers a fake GPIO chip at root/dev/gpiochipN and creates
@@ -208,8 +213,8 @@ func TestDetect(t *testing.T) {
 			for i, l := range tc.chips {
 				withChip(t, d, root, i, l, 54)
 			}
-			cfg := config(root)
-			got := linux.Detect(cfg.SysfsRoot, cfg.ProcRoot, cfg.DevRoot, d)
+			r := roots(root)
+			got := linux.Detect(r.Sys, r.Proc, r.Dev, d)
 			if diff := cmp.Diff(tc.want, got, cmpIgnoreText); diff != "" {
 				t.Fatalf("(-want +got):\n%s", diff)
 			}
@@ -283,7 +288,7 @@ func open(t *testing.T, o linux.Options) *linux.Backend {
 func TestCM4StandardFanUnit(t *testing.T) {
 	root, drv, chip := cm4Blade(t, nil)
 	fc := clocktesting.NewFakeClock(epoch)
-	b := open(t, linux.Options{Config: config(root), GPIO: drv, Clock: fc, AwaitPWMExport: kernelExport(root)})
+	b := open(t, linux.Options{Config: config(root), Roots: roots(root), GPIO: drv, Clock: fc, AwaitPWMExport: kernelExport(root)})
 
 	info := b.Info()
 	if !info.IsBlade || info.SoC != "bcm2711" || info.FanUnit != hardware.FanUnitStandard || info.Backend != "linux" {
@@ -431,7 +436,7 @@ func TestFanDriverFallbacks(t *testing.T) {
 		drv := gpiotest.NewDriver()
 		chip := bladeLines(withChip(t, drv, root, 0, "pinctrl-rp1", 54))
 		chip.FailRequest(13, errors.New("device or resource busy"))
-		b := open(t, linux.Options{Config: config(root), GPIO: drv})
+		b := open(t, linux.Options{Config: config(root), Roots: roots(root), GPIO: drv})
 		if b.Info().SoC != "bcm2712" {
 			t.Fatalf("SoC %s", b.Info().SoC)
 		}
@@ -452,7 +457,7 @@ func TestFanDriverFallbacks(t *testing.T) {
 		root := machine(t, "cm5", map[string]string{})
 		drv := gpiotest.NewDriver()
 		chip := bladeLines(withChip(t, drv, root, 0, "pinctrl-rp1", 54))
-		b := open(t, linux.Options{Config: config(root), GPIO: drv})
+		b := open(t, linux.Options{Config: config(root), Roots: roots(root), GPIO: drv})
 		fan := chip.Line(12)
 		if r := fan.Request(); !r.Output || r.Initial != 1 {
 			t.Fatalf("fan line %+v: want an output starting on", r)
@@ -474,7 +479,7 @@ func TestFanDriverFallbacks(t *testing.T) {
 		drv := gpiotest.NewDriver()
 		chip := bladeLines(withChip(t, drv, root, 0, "pinctrl-rp1", 54))
 		chip.FailRequest(12, errors.New("busy"))
-		b := open(t, linux.Options{Config: config(root), GPIO: drv})
+		b := open(t, linux.Options{Config: config(root), Roots: roots(root), GPIO: drv})
 		if b.Capabilities().Has(hardware.CapFan) {
 			t.Fatal("fan capability with no driver")
 		}
@@ -491,7 +496,7 @@ func TestFanDriverFallbacks(t *testing.T) {
 		})
 		cfg := config(root)
 		cfg.FanDriver, cfg.HwmonName = "hwmon", "cooling_fan"
-		b := open(t, linux.Options{Config: cfg, GPIO: drv})
+		b := open(t, linux.Options{Config: cfg, Roots: roots(root), GPIO: drv})
 		if err := b.SetFanPercent(100); err != nil {
 			t.Fatal(err)
 		}
@@ -503,7 +508,7 @@ func TestFanDriverFallbacks(t *testing.T) {
 
 func TestNoGPIOChipKeepsTheRest(t *testing.T) {
 	root, _, _ := cm4Blade(t, nil)
-	b := open(t, linux.Options{Config: config(root), GPIO: gpiotest.NewDriver(), AwaitPWMExport: kernelExport(root)})
+	b := open(t, linux.Options{Config: config(root), Roots: roots(root), GPIO: gpiotest.NewDriver(), AwaitPWMExport: kernelExport(root)})
 	if diff := cmp.Diff([]string{"fan", "temperature"}, b.Capabilities().List()); diff != "" {
 		t.Fatalf("capabilities (-want +got):\n%s", diff)
 	}
@@ -524,7 +529,7 @@ func TestLEDDrivers(t *testing.T) {
 			"sys/class/leds/blade:rgb:edge/max_brightness":  "255\n",
 			"sys/class/leds/blade:rgb:edge/brightness":      "0\n",
 		})
-		b := open(t, linux.Options{Config: config(root), GPIO: drv, AwaitPWMExport: kernelExport(root)})
+		b := open(t, linux.Options{Config: config(root), Roots: roots(root), GPIO: drv, AwaitPWMExport: kernelExport(root)})
 		if !b.Capabilities().Has(hardware.CapLEDs) {
 			t.Fatal("no LED capability")
 		}
@@ -540,7 +545,9 @@ func TestLEDDrivers(t *testing.T) {
 	})
 	t.Run("/dev/leds0 stream", func(t *testing.T) {
 		root, drv, _ := cm4Blade(t, map[string]string{"dev/leds0": ""})
-		b := open(t, linux.Options{Config: config(root), GPIO: drv, AwaitPWMExport: kernelExport(root)})
+		// A plain file stands for the driver's node here; the checks on
+		// a real node are TestLEDStreamMustBeTheDriversDevice's.
+		b := open(t, linux.Options{Config: config(root), Roots: roots(root), GPIO: drv, AwaitPWMExport: kernelExport(root), LEDStream: plainFile})
 		if err := b.SetLED(hardware.LEDEdge, hardware.Color{R: 1, G: 2, B: 3}); err != nil {
 			t.Fatal(err)
 		}
@@ -562,7 +569,7 @@ func TestNonBlade(t *testing.T) {
 			root := machine(t, fixture, map[string]string{"sys/class/thermal/thermal_zone0/type": "cpu-thermal\n"})
 			drv := gpiotest.NewDriver()
 			chip := withChip(t, drv, root, 0, "pinctrl-bcm2711", 58)
-			b := open(t, linux.Options{Config: config(root), GPIO: drv})
+			b := open(t, linux.Options{Config: config(root), Roots: roots(root), GPIO: drv})
 			if b.Info().IsBlade || len(b.Capabilities().List()) != 0 {
 				t.Fatalf("info %+v caps %v", b.Info(), b.Capabilities().List())
 			}
@@ -598,7 +605,7 @@ func TestSmartFanUnit(t *testing.T) {
 	}
 	// The unit reports before the agent listens; the tty queues it.
 	unit.Report(smartfantest.Left, smartfan.ReportAirflowTemperature, 281)
-	b := open(t, linux.Options{Config: config(root), GPIO: drv, Serial: serialDial, Clock: unit.Clock()})
+	b := open(t, linux.Options{Config: config(root), Roots: roots(root), GPIO: drv, Serial: serialDial, Clock: unit.Clock()})
 
 	if dialled != filepath.Join(root, "dev", "ttyAMA4") {
 		t.Fatalf("dialled %s", dialled)
@@ -673,7 +680,7 @@ func TestSilentUARTNeverClaimsItsPins(t *testing.T) {
 	master, tty := smartfantest.OpenPTY(t)
 	unit := smartfantest.NewUnit(t, smartfantest.Options{})
 	root, drv, chip := cm4Blade(t, map[string]string{"dev/ttyAMA5": ""})
-	b := open(t, linux.Options{Config: config(root), GPIO: drv, Clock: unit.Clock(), AwaitPWMExport: kernelExport(root),
+	b := open(t, linux.Options{Config: config(root), Roots: roots(root), GPIO: drv, Clock: unit.Clock(), AwaitPWMExport: kernelExport(root),
 		Serial: func(string) uart.Dialer { return uart.Serial(tty) }})
 	if b.Info().FanUnit != hardware.FanUnitSmart {
 		t.Fatalf("fan unit %s, want smart: the UART is configured", b.Info().FanUnit)
@@ -738,7 +745,7 @@ func TestSilentUnitIsAskedForFullSpeed(t *testing.T) {
 	unit := smartfantest.NewUnit(t, smartfantest.Options{})
 	unit.Attach(smartfantest.Left, master)
 	root, drv, _ := cm4Blade(t, map[string]string{"dev/ttyAMA5": ""})
-	b := open(t, linux.Options{Config: config(root), GPIO: drv, Clock: unit.Clock(),
+	b := open(t, linux.Options{Config: config(root), Roots: roots(root), GPIO: drv, Clock: unit.Clock(),
 		Serial: func(string) uart.Dialer { return uart.Serial(tty) }})
 	testwait.Eventually(t, smartfantest.Timeout, "the unit to run at 100 %", func(context.Context) (bool, string) {
 		st := unit.State()
@@ -761,7 +768,7 @@ func TestTwoBladesShareOneSmartUnit(t *testing.T) {
 		master, tty := smartfantest.OpenPTY(t)
 		unit.Attach(side, master)
 		root, drv, _ := cm4Blade(t, map[string]string{"dev/ttyAMA5": ""})
-		blades[i] = open(t, linux.Options{Config: config(root), GPIO: drv, Clock: unit.Clock(),
+		blades[i] = open(t, linux.Options{Config: config(root), Roots: roots(root), GPIO: drv, Clock: unit.Clock(),
 			Serial: func(string) uart.Dialer { return uart.Serial(tty) }})
 	}
 	left, right := blades[0], blades[1]
@@ -838,7 +845,7 @@ func TestConfigOverrides(t *testing.T) {
 	cfg.ThermalZoneType = "soc-thermal"
 	cfg.FanUnit = "none"
 	cfg.Lines = agentconfigv1.GPIOLines{Button: "BLADE_BTN", Stealth: "6"}
-	b := open(t, linux.Options{Config: cfg, GPIO: drv})
+	b := open(t, linux.Options{Config: cfg, Roots: roots(root), GPIO: drv})
 	if c, _ := b.SoCTemperature(); c != 61 {
 		t.Fatalf("temperature %v from the wrong zone", c)
 	}
@@ -927,7 +934,7 @@ func TestFanPWMChosenByIdentity(t *testing.T) {
 			if tc.errLike != "" {
 				cfg.FanDriver = "pwm"
 			}
-			b := open(t, linux.Options{Config: cfg, GPIO: drv, AwaitPWMExport: kernelExport(root)})
+			b := open(t, linux.Options{Config: cfg, Roots: roots(root), GPIO: drv, AwaitPWMExport: kernelExport(root)})
 			for _, c := range sysfs.PWMChips(filepath.Join(root, "sys")) {
 				got := read(t, root, "sys/class/pwm/"+c+"/export")
 				if want := map[bool]string{true: "0", false: ""}[c == tc.exported]; got != want {
@@ -948,7 +955,7 @@ func TestFanPWMChosenByIdentity(t *testing.T) {
 // requested at all (a fan without a tach wire may share the pin).
 func TestTachOffLeavesGPIO13Alone(t *testing.T) {
 	root, drv, chip := cm4Blade(t, nil)
-	b := open(t, linux.Options{Config: config(root), GPIO: drv, NoTach: true, AwaitPWMExport: kernelExport(root)})
+	b := open(t, linux.Options{Config: config(root), Roots: roots(root), GPIO: drv, NoTach: true, AwaitPWMExport: kernelExport(root)})
 	if chip.Line(13) != nil {
 		t.Fatal("GPIO13 requested with the tach turned off")
 	}
@@ -964,7 +971,7 @@ func TestTachOffLeavesGPIO13Alone(t *testing.T) {
 func TestCloseLeavesTheFanSafe(t *testing.T) {
 	t.Run("sysfs PWM stays enabled at 100 %", func(t *testing.T) {
 		root, drv, _ := cm4Blade(t, nil)
-		b := open(t, linux.Options{Config: config(root), GPIO: drv, AwaitPWMExport: kernelExport(root)})
+		b := open(t, linux.Options{Config: config(root), Roots: roots(root), GPIO: drv, AwaitPWMExport: kernelExport(root)})
 		if err := b.SetFanPercent(100); err != nil {
 			t.Fatal(err)
 		}
@@ -985,7 +992,7 @@ func TestCloseLeavesTheFanSafe(t *testing.T) {
 		root := machine(t, "cm5", map[string]string{})
 		drv := gpiotest.NewDriver()
 		chip := bladeLines(withChip(t, drv, root, 0, "pinctrl-rp1", 54))
-		b := open(t, linux.Options{Config: config(root), GPIO: drv})
+		b := open(t, linux.Options{Config: config(root), Roots: roots(root), GPIO: drv})
 		if err := b.SetFanPercent(100); err != nil {
 			t.Fatal(err)
 		}
@@ -1053,7 +1060,7 @@ func TestRadxaCM5(t *testing.T) {
 			}))
 			drv := gpiotest.NewDriver()
 			gpio0 := withChip(t, drv, root, 0, "gpio0", 32)
-			b := open(t, linux.Options{Config: config(root), GPIO: drv})
+			b := open(t, linux.Options{Config: config(root), Roots: roots(root), GPIO: drv})
 			info := b.Info()
 			if !info.IsBlade || info.SoC != "rk3588" || info.FanUnit != hardware.FanUnitStandard {
 				t.Fatalf("info %+v", info)
@@ -1093,7 +1100,7 @@ func TestHwmonFanKeptAgainstTheGovernor(t *testing.T) {
 		"sys/class/thermal/thermal_zone0/type": "soc-thermal\n",
 		"sys/class/thermal/thermal_zone0/temp": "70000\n",
 	}))
-	b := open(t, linux.Options{Config: config(root), GPIO: gpiotest.NewDriver()})
+	b := open(t, linux.Options{Config: config(root), Roots: roots(root), GPIO: gpiotest.NewDriver()})
 	if err := b.SetFanPercent(60); err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func (f *fakeOutputs) Close() error { f.closed = true; return nil }
 func TestRegisterOutputs(t *testing.T) {
 	root, drv, chip := cm4Blade(t, nil)
 	out := &fakeOutputs{}
-	b, err := linux.Open(t.Context(), linux.Options{Config: config(root), GPIO: drv, AwaitPWMExport: kernelExport(root), Outputs: out})
+	b, err := linux.Open(t.Context(), linux.Options{Config: config(root), Roots: roots(root), GPIO: drv, AwaitPWMExport: kernelExport(root), Outputs: out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestRegisterOutputsSmartFanUnit(t *testing.T) {
 		return func() (io.ReadWriteCloser, error) { return nil, errors.New("no unit yet") }
 	}
 	out := &fakeOutputs{}
-	b := open(t, linux.Options{Config: cfg, GPIO: drv, Serial: dial, Outputs: out})
+	b := open(t, linux.Options{Config: cfg, Roots: roots(root), GPIO: drv, Serial: dial, Outputs: out})
 	if out.started {
 		t.Fatal("StartFan called with a smart fan unit")
 	}
@@ -113,7 +113,7 @@ func TestLEDDriverBadInput(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			root, drv, _ := cm4Blade(t, tc.files)
-			b := open(t, linux.Options{Config: config(root), GPIO: drv, AwaitPWMExport: kernelExport(root)})
+			b := open(t, linux.Options{Config: config(root), Roots: roots(root), GPIO: drv, AwaitPWMExport: kernelExport(root)})
 			if b.Capabilities().Has(hardware.CapLEDs) {
 				t.Fatal("LEDs reported although a colour would show wrong")
 			}

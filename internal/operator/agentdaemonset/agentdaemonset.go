@@ -10,8 +10,10 @@
 // The admission policy kubeblade-operator-daemonsets
 // (config/admission/operator-daemonsets.yaml) lets the operator's
 // ServiceAccount write nothing but what Build renders: its names, labels,
-// command, arguments, environment, host paths and single container. A
-// change here that the policy does not allow fails test/security.
+// command, arguments, environment, volumes and their mounts, probes,
+// security context and single container, and no pod template field Build
+// does not set. A change here that the policy does not allow fails
+// test/security.
 package agentdaemonset
 
 import (

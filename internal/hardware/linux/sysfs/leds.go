@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -112,16 +111,11 @@ type LEDStreamOpener func(path string) (io.WriteCloser, error)
 // StreamLEDs is how many LEDs the blade chains: top, then edge.
 const StreamLEDs = 2
 
-// OpenLEDStream opens path, sets the driver's brightness to full (so the
-// inverse gamma holds) and sends a dark frame, which fails when the
-// driver drives fewer than two LEDs.
-func OpenLEDStream(path string) (*LEDStream, error) {
-	return OpenLEDStreamWith(path, func(p string) (io.WriteCloser, error) {
-		return os.OpenFile(p, os.O_WRONLY, 0)
-	})
-}
-
-// OpenLEDStreamWith is OpenLEDStream with another opener.
+// OpenLEDStreamWith opens the stream at path with open, sets the driver's
+// brightness to full (so the inverse gamma holds) and sends a dark frame,
+// which fails when the driver drives fewer than two LEDs. The linux backend
+// passes an opener that accepts only the ws2812-pio-rp1 character device
+// (package devnode); tests pass a model of the driver.
 func OpenLEDStreamWith(path string, open LEDStreamOpener) (*LEDStream, error) {
 	s := &LEDStream{path: path, open: open}
 	if err := s.write([]byte{0xff}); err != nil {

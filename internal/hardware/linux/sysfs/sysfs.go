@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // ErrNotFound is returned when no device of a class matches.
@@ -18,9 +19,10 @@ var ErrNotFound = errors.New("not found")
 
 // writeAttr writes one attribute. It never creates files: a missing
 // attribute means a missing driver, which must not be papered over by
-// creating a regular file (on a real sysfs that fails anyway).
+// creating a regular file (on a real sysfs that fails anyway). Nor does it
+// follow a symbolic link: a sysfs attribute is never one.
 func writeAttr(path, value string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -210,7 +211,8 @@ func TestLEDStreamFewerLEDs(t *testing.T) {
 }
 
 func TestLEDStreamMissing(t *testing.T) {
-	if _, err := sysfs.OpenLEDStream(filepath.Join(t.TempDir(), "leds1")); err == nil {
+	plain := func(p string) (io.WriteCloser, error) { return os.OpenFile(p, os.O_WRONLY, 0) }
+	if _, err := sysfs.OpenLEDStreamWith(filepath.Join(t.TempDir(), "leds1"), plain); err == nil {
 		t.Fatal("missing stream opened")
 	}
 }
