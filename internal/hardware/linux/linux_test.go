@@ -1021,7 +1021,7 @@ func TestKilledAgentLeavesTheFanOn(t *testing.T) {
 			root := machine(t, "cm5", map[string]string{})
 			drv := gpiotest.NewDriver()
 			chip := bladeLines(withChip(t, drv, root, 0, "pinctrl-rp1", 54))
-			b := open(t, linux.Options{Config: config(root), GPIO: drv})
+			b := open(t, linux.Options{Config: config(root), Roots: roots(root), GPIO: drv})
 			if !strings.Contains(b.Info().Detail, "fan: gpio-on-off") {
 				t.Fatalf("detail %s", b.Info().Detail)
 			}
