@@ -15,8 +15,9 @@
 // test binary gave: test2json writes no result for a test that was running
 // when go test's -timeout panicked, when the binary crashed (a panic on
 // another goroutine, os.Exit, a fatal error) or when it was killed, only the
-// package's failure. A package that failed without a failed test (a build
-// failure, TestMain) is a problem of its own.
+// package's failure. A package that failed, or never ended, without a failed
+// test (a build failure, TestMain, a crashed benchmark) is a problem of its
+// own.
 //
 //	go run ./hack/testreport <report-dir>
 //
@@ -216,8 +217,8 @@ func parseTest2JSON(rd io.Reader) (*suite, error) {
 			s.unfinished[key] = b.reason(name, result)
 			b.failed++
 		}
-		if result == "fail" && b.failed == 0 {
-			s.failedPackages[pkg] = b.packageReason()
+		if (result == "fail" || result == "" && b.started) && b.failed == 0 {
+			s.failedPackages[pkg] = b.packageReason(result)
 		}
 	}
 	sc := bufio.NewScanner(rd)
@@ -229,8 +230,14 @@ func parseTest2JSON(rd io.Reader) (*suite, error) {
 		}
 		key := e.Package + " " + e.Test
 		switch e.Action {
+		case "start":
+			bin(e.Package).started = true
 		case "run", "pause", "cont":
-			if e.Test != "" {
+			// A benchmark that ran to the end has a "run" and no result
+			// (test2json reads none from its result line), so only a
+			// failure or skip says how it went; one that never ended
+			// fails its package, which is reported as such.
+			if e.Test != "" && !strings.HasPrefix(e.Test, "Benchmark") {
 				bin(e.Package).track(e.Test, e.Action)
 			}
 		case "output":
@@ -326,17 +333,20 @@ func parseTest2JSON(rd io.Reader) (*suite, error) {
 // it runs: the tests that started and have not ended, and what the binary
 // said when it stopped.
 type binary struct {
-	open   map[string]bool // test name → started and not ended
-	order  []string        // of starts
-	paused map[string]bool // in t.Parallel, waiting for its turn
-	failed int             // tests that failed
+	started bool            // test2json's "start": the package's binary began
+	open    map[string]bool // test name → started and not ended
+	order   []string        // of starts
+	paused  map[string]bool // in t.Parallel, waiting for its turn
+	failed  int             // tests that failed
 	// timeout is the -timeout the testing package's alarm panicked with
 	// ("20m0s"); running lists the tests it said were running then.
 	timeout     string
 	running     map[string]bool
 	readRunning bool
 	// died is the first line the runtime or go test printed when the
-	// binary died ("panic: boom", "fatal error: …", "signal: killed").
+	// binary died ("panic: boom", "fatal error: …", "signal: killed", or
+	// go test's "*** Test killed …: ran too long" a minute after a
+	// -timeout the binary did not act on).
 	died string
 	// marker is go test's note on a package that never ran ("[build
 	// failed]", "[setup failed]").
@@ -366,6 +376,10 @@ func (b *binary) ended(test string) {
 	delete(b.paused, test)
 }
 
+// streamEnded is why a test or package has no result when the stream ends
+// before its package's: go test, or make test, was stopped.
+const streamEnded = "no result: the stream ended before its package's result (go test did not finish)"
+
 // timeoutPanic starts the panic of the testing package's -timeout alarm
 // (testing.(*M).startAlarm); "\trunning tests:" follows it, then a line
 // "\t\tName (duration)" per running test.
@@ -390,7 +404,7 @@ func (b *binary) read(out string) {
 	case line == "\trunning tests:" && b.timeout != "":
 		b.readRunning = true
 	case b.died == "" && (strings.HasPrefix(line, "panic: ") || strings.HasPrefix(line, "fatal error: ") ||
-		strings.HasPrefix(line, "signal: ")):
+		strings.HasPrefix(line, "signal: ") || strings.HasPrefix(line, "*** Test killed")):
 		b.died = line
 	case strings.HasPrefix(line, "FAIL\t") && strings.HasSuffix(line, "]"):
 		if i := strings.LastIndex(line, " ["); i > 0 {
@@ -423,7 +437,7 @@ func (b *binary) reason(test, result string) string {
 	case b.timeout != "":
 		return "no result: the test binary timed out after " + b.timeout
 	case result == "":
-		return "no result: the stream ended before its package's result (go test did not finish)"
+		return streamEnded
 	case b.died != "":
 		return "no result: the test binary exited: " + b.died
 	case result == "fail":
@@ -434,8 +448,14 @@ func (b *binary) reason(test, result string) string {
 }
 
 // packageReason says, as far as the stream does, why a package failed
-// outside its tests.
-func (b *binary) packageReason() string {
+// outside its tests, given its result ("" if the stream ended before it).
+func (b *binary) packageReason(result string) string {
+	switch {
+	case result == "":
+		return streamEnded
+	case b.timeout != "":
+		return cmp.Or(b.marker, "timed out after "+b.timeout)
+	}
 	return cmp.Or(b.marker, b.died)
 }
 

@@ -149,6 +149,16 @@ func TestParseTest2JSON(t *testing.T) {
 			want: suite{passed: 1, failed: 1, failures: []string{"p/a TestLong"},
 				unfinished: map[string]string{"p/a TestLong": "no result: the stream ended before its package's result (go test did not finish)"}},
 		},
+		"a package whose stream ended before its result failed": {
+			in: stream(t,
+				[4]string{"start", "p/a", "", ""},
+				[4]string{"run", "p/a", "TestOne", ""},
+				[4]string{"pass", "p/a", "TestOne", ""},
+				[4]string{"run", "p/a", "BenchmarkLong", ""},
+				[4]string{"output", "p/a", "BenchmarkLong", "BenchmarkLong\n"},
+			),
+			want: suite{passed: 1, failedPackages: map[string]string{"p/a": "no result: the stream ended before its package's result (go test did not finish)"}},
+		},
 		"a test that ran again with -count and ended each time": {
 			in: stream(t,
 				[4]string{"run", "p/a", "TestOne", ""},
@@ -446,13 +456,16 @@ func TestUnfinishedTests(t *testing.T) {
 	)
 	for _, tc := range []struct {
 		file string
-		// run and timeout are go test's -run and -timeout for -record.
-		run, timeout   string
-		passed, failed int
-		want           []string
+		// run, bench and timeout are go test's -run, -bench and -timeout
+		// for -record.
+		run, bench, timeout string
+		passed, failed      int
+		// status is go test's exit status.
+		status int
+		want   []string
 	}{{
 		file: "unfinished-timeout.json", run: "^(TestPasses|TestParallelWaits|TestHangs)$", timeout: "3s",
-		passed: 1, failed: 3,
+		passed: 1, failed: 3, status: 1,
 		want: []string{
 			"step s exited with status 1",
 			"s: " + pkg + " TestParallelWaits failed: no result: waiting in t.Parallel when the test binary timed out after 3s",
@@ -461,25 +474,32 @@ func TestUnfinishedTests(t *testing.T) {
 		},
 	}, {
 		file: "unfinished-exit.json", run: "^(TestPasses|TestExits)$",
-		passed: 1, failed: 1,
+		passed: 1, failed: 1, status: 1,
 		want: []string{"step s exited with status 1", "s: " + pkg + " TestExits failed: no result: the test binary exited"},
 	}, {
 		file: "unfinished-crash.json", run: "^(TestPasses|TestCrashes)$",
-		passed: 1, failed: 1,
+		passed: 1, failed: 1, status: 1,
 		want: []string{"step s exited with status 1", "s: " + pkg + " TestCrashes failed: no result: the test binary exited: panic: boom"},
 	}, {
 		file: "unfinished-killed.json", run: "^(TestPasses|TestKilled)$",
-		passed: 1, failed: 1,
+		passed: 1, failed: 1, status: 1,
 		want: []string{"step s exited with status 1", "s: " + pkg + " TestKilled failed: no result: the test binary exited: signal: killed"},
 	}, {
+		file: "unfinished-benchmark.json", run: "^TestPasses$", bench: "^BenchmarkPasses$",
+		passed: 1,
+	}, {
+		file: "unfinished-benchmark-crash.json", run: "^TestPasses$", bench: "^BenchmarkDeadlocks$",
+		passed: 1, status: 1,
+		want: []string{"step s exited with status 1", "s: package " + pkg + " failed outside its tests: fatal error: all goroutines are asleep - deadlock!"},
+	}, {
 		file:   "deploy-test-timeout.json",
-		passed: 45, failed: 1,
+		passed: 45, failed: 1, status: 1,
 		want: []string{"step s exited with status 1", "s: " + image + " TestBuild failed: timed out after 20m0s"},
 	}} {
 		t.Run(tc.file, func(t *testing.T) {
 			path := filepath.Join("testdata", "shapes", tc.file)
 			if *record && tc.run != "" {
-				recordStream(t, path, tc.run, cmp.Or(tc.timeout, "1m"))
+				recordStream(t, path, tc.run, tc.bench, cmp.Or(tc.timeout, "1m"))
 			}
 			f, err := os.Open(path)
 			if err != nil {
@@ -494,20 +514,23 @@ func TestUnfinishedTests(t *testing.T) {
 				t.Errorf("passed %d, failed %d, skipped %d; want passed %d, failed %d, skipped 0",
 					s.passed, s.failed, s.skipped, tc.passed, tc.failed)
 			}
-			// go test exits 1 when a package failed.
-			got := (&report{steps: []*step{{name: "s", status: 1, suite: s}}}).write(io.Discard)
-			if diff := gocmp.Diff(tc.want, got); diff != "" {
+			got := (&report{steps: []*step{{name: "s", status: tc.status, suite: s}}}).write(io.Discard)
+			if diff := gocmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("problems (-want +got):\n%s", diff)
 			}
 		})
 	}
 }
 
-// recordStream writes what go test -json prints for the tests of
-// testdata/unfinished that run matches to path.
-func recordStream(t *testing.T, path, run, timeout string) {
+// recordStream writes what go test -json prints for the tests and
+// benchmarks of testdata/unfinished that run and bench match to path.
+func recordStream(t *testing.T, path, run, bench, timeout string) {
 	t.Helper()
-	cmd := exec.Command("go", "test", "-json", "-trimpath", "-count=1", "-timeout", timeout, "-run", run, "./testdata/unfinished")
+	args := []string{"test", "-json", "-trimpath", "-count=1", "-timeout", timeout, "-run", run}
+	if bench != "" {
+		args = append(args, "-bench", bench, "-benchtime", "100x")
+	}
+	cmd := exec.Command("go", append(args, "./testdata/unfinished")...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr
 	var exit *exec.ExitError

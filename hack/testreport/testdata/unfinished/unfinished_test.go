@@ -1,6 +1,7 @@
 // Package unfinished holds tests that start and never end, each in one of
 // the ways a test binary stops under go test: its -timeout, a panic on a
-// goroutine of its own, os.Exit, a signal. hack/testreport's
+// goroutine of its own, os.Exit, a signal; and benchmarks, which end
+// without a result in the stream, and one that crashes. hack/testreport's
 // TestUnfinishedTests reads the test2json streams go test -json wrote for
 // them (testdata/shapes/unfinished-*.json); go test -run
 // TestUnfinishedTests -record in hack/testreport records them again. The
@@ -43,3 +44,16 @@ func TestKilled(t *testing.T) {
 	}
 	select {}
 }
+
+// BenchmarkPasses ends well, with no result event: test2json finds none in
+// a benchmark's result line.
+func BenchmarkPasses(b *testing.B) {
+	for b.Loop() {
+	}
+}
+
+// BenchmarkDeadlocks blocks with nothing left to wake it, so the runtime
+// ends the binary with a fatal error. (The testing package stops its
+// -timeout alarm, whose timer would keep the runtime waiting, before the
+// benchmarks run.)
+func BenchmarkDeadlocks(b *testing.B) { select {} }
