@@ -444,8 +444,10 @@ var record = flag.Bool("record", false, "TestUnfinishedTests: record testdata/sh
 // TestUnfinishedTests reads test2json streams of test binaries that stopped
 // with a test running, which go test -json records with a "run" and no
 // result for that test, and checks that each such test counts as failed,
-// with the reason, and nothing else does. The unfinished-*.json streams are
-// go test -json of testdata/unfinished (-record writes them again); the
+// with the reason, and nothing else does: not a benchmark, which ends with
+// no result when it passes, though a package whose benchmark crashed is
+// named. The unfinished-*.json streams are go test -json of
+// testdata/unfinished (-record writes them again); the
 // deploy-test stream is make test's of a run whose hack/deploy/image
 // TestBuild hit its 20-minute -timeout, which this report counted as 45
 // passed and none failed.
