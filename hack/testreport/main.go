@@ -11,6 +11,14 @@
 // reports such a parent as passing, and a suite of flows that all skipped
 // (an end-to-end suite without its cluster, say) must not look green.
 //
+// A test that started and never ended counts as failed, with the reason its
+// test binary gave: test2json writes no result for a test that was running
+// when go test's -timeout panicked, when the binary crashed (a panic on
+// another goroutine, os.Exit, a fatal error) or when it was killed, only the
+// package's failure. A package that failed, or never ended, without a failed
+// test (a build failure, TestMain, a crashed benchmark) is a problem of its
+// own.
+//
 //	go run ./hack/testreport <report-dir>
 //
 // The directory holds steps.tsv (name, seconds, exit status, one step per
@@ -74,6 +82,12 @@ type suite struct {
 	// skippedParents lists "package Test (N subtests)" of tests whose every
 	// subtest skipped: a group of tests must never pass having run none.
 	skippedParents []string
+	// unfinished maps "package Test" of failed tests that had no result
+	// (binary.unfinished) to what stopped them.
+	unfinished map[string]string
+	// failedPackages maps packages that failed while none of their tests
+	// did to what the stream says of why ("" if nothing).
+	failedPackages map[string]string
 }
 
 type report struct{ steps []*step }
@@ -128,9 +142,13 @@ func loadSuite(dir, name string) (*suite, error) {
 	return parseCounts(name, b)
 }
 
+func newSuite() *suite {
+	return &suite{skips: map[string]string{}, unfinished: map[string]string{}, failedPackages: map[string]string{}}
+}
+
 // parseCounts reads a <name>.counts file: "passed=N failed=N skipped=N".
 func parseCounts(name string, b []byte) (*suite, error) {
-	s := &suite{skips: map[string]string{}}
+	s := newSuite()
 	for _, kv := range strings.Fields(string(b)) {
 		k, v, _ := strings.Cut(kv, "=")
 		n, err := strconv.Atoi(v)
@@ -165,11 +183,44 @@ type node struct {
 }
 
 func parseTest2JSON(rd io.Reader) (*suite, error) {
-	s := &suite{skips: map[string]string{}}
+	s := newSuite()
 	output := map[string]*strings.Builder{} // per test, for skip reasons
 	nodes := map[string]*node{}             // per test with subtests ended
 	notSkipped := map[string]int{}          // per package
 	skippedIn := map[string]int{}
+	binaries := map[string]*binary{} // per package whose result is not in yet
+	var order []string               // of binaries, for the end of the stream
+	bin := func(pkg string) *binary {
+		b := binaries[pkg]
+		if b == nil {
+			b = newBinary()
+			binaries[pkg] = b
+			order = append(order, pkg)
+		}
+		return b
+	}
+	// finish counts the tests of pkg's binary that never ended as failed;
+	// result is the package's own ("" when the stream ended first).
+	finish := func(pkg, result string) {
+		b := binaries[pkg]
+		if b == nil {
+			return
+		}
+		delete(binaries, pkg)
+		for _, name := range b.unfinished() {
+			key := pkg + " " + name
+			s.failed++
+			if !strings.Contains(name, "/") {
+				notSkipped[pkg]++
+			}
+			s.failures = append(s.failures, key)
+			s.unfinished[key] = b.reason(name, result)
+			b.failed++
+		}
+		if (result == "fail" || result == "" && b.started) && b.failed == 0 {
+			s.failedPackages[pkg] = b.packageReason(result)
+		}
+	}
 	sc := bufio.NewScanner(rd)
 	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -179,7 +230,20 @@ func parseTest2JSON(rd io.Reader) (*suite, error) {
 		}
 		key := e.Package + " " + e.Test
 		switch e.Action {
+		case "start":
+			bin(e.Package).started = true
+		case "run", "pause", "cont":
+			// A benchmark that ran to the end has a "run" and no result
+			// (test2json reads none from its result line), so only a
+			// failure or skip says how it went; one that never ended
+			// fails its package, which is reported as such.
+			if e.Test != "" && !strings.HasPrefix(e.Test, "Benchmark") {
+				bin(e.Package).track(e.Test, e.Action)
+			}
 		case "output":
+			// The test binary's last words are attributed to whichever
+			// test test2json saw last, or to none.
+			bin(e.Package).read(e.Output)
 			if e.Test == "" {
 				continue
 			}
@@ -193,7 +257,13 @@ func parseTest2JSON(rd io.Reader) (*suite, error) {
 			}
 		case "pass", "fail", "skip":
 			if e.Test == "" {
+				finish(e.Package, e.Action)
 				continue
+			}
+			b := bin(e.Package)
+			b.ended(e.Test)
+			if e.Action == "fail" {
+				b.failed++
 			}
 			action := e.Action
 			// Subtests end before their parent, so by now the parent
@@ -247,6 +317,9 @@ func parseTest2JSON(rd io.Reader) (*suite, error) {
 			delete(nodes, key)
 		}
 	}
+	for _, pkg := range order {
+		finish(pkg, "")
+	}
 	for pkg := range skippedIn {
 		if notSkipped[pkg] == 0 {
 			s.allSkipped = append(s.allSkipped, pkg)
@@ -254,6 +327,136 @@ func parseTest2JSON(rd io.Reader) (*suite, error) {
 	}
 	slices.Sort(s.allSkipped)
 	return s, sc.Err()
+}
+
+// binary is what parseTest2JSON knows of one package's test binary while
+// it runs: the tests that started and have not ended, and what the binary
+// said when it stopped.
+type binary struct {
+	started bool            // test2json's "start": the package's binary began
+	open    map[string]bool // test name → started and not ended
+	order   []string        // of starts
+	paused  map[string]bool // in t.Parallel, waiting for its turn
+	failed  int             // tests that failed
+	// timeout is the -timeout the testing package's alarm panicked with
+	// ("20m0s"); running lists the tests it said were running then.
+	timeout     string
+	running     map[string]bool
+	readRunning bool
+	// died is the first line the runtime or go test printed when the
+	// binary died ("panic: boom", "fatal error: …", "signal: killed", or
+	// go test's "*** Test killed …: ran too long" a minute after a
+	// -timeout the binary did not act on).
+	died string
+	// marker is go test's note on a package that never ran ("[build
+	// failed]", "[setup failed]").
+	marker string
+}
+
+func newBinary() *binary {
+	return &binary{open: map[string]bool{}, paused: map[string]bool{}, running: map[string]bool{}}
+}
+
+func (b *binary) track(test, action string) {
+	switch action {
+	case "run":
+		if !b.open[test] {
+			b.open[test] = true
+			b.order = append(b.order, test)
+		}
+	case "pause":
+		b.paused[test] = true
+	case "cont":
+		delete(b.paused, test)
+	}
+}
+
+func (b *binary) ended(test string) {
+	delete(b.open, test)
+	delete(b.paused, test)
+}
+
+// streamEnded is why a test or package has no result when the stream ends
+// before its package's: go test, or make test, was stopped.
+const streamEnded = "no result: the stream ended before its package's result (go test did not finish)"
+
+// timeoutPanic starts the panic of the testing package's -timeout alarm
+// (testing.(*M).startAlarm); "\trunning tests:" follows it, then a line
+// "\t\tName (duration)" per running test.
+const timeoutPanic = "panic: test timed out after "
+
+// read takes one output line of the binary (or go test's about it).
+func (b *binary) read(out string) {
+	line := strings.TrimRight(out, "\n")
+	if b.readRunning {
+		if name, ok := strings.CutPrefix(line, "\t\t"); ok {
+			if i := strings.LastIndex(name, " ("); i > 0 {
+				name = name[:i]
+			}
+			b.running[name] = true
+			return
+		}
+		b.readRunning = false
+	}
+	switch {
+	case strings.HasPrefix(line, timeoutPanic) && b.timeout == "":
+		b.timeout = strings.TrimPrefix(line, timeoutPanic)
+	case line == "\trunning tests:" && b.timeout != "":
+		b.readRunning = true
+	case b.died == "" && (strings.HasPrefix(line, "panic: ") || strings.HasPrefix(line, "fatal error: ") ||
+		strings.HasPrefix(line, "signal: ") || strings.HasPrefix(line, "*** Test killed")):
+		b.died = line
+	case strings.HasPrefix(line, "FAIL\t") && strings.HasSuffix(line, "]"):
+		if i := strings.LastIndex(line, " ["); i > 0 {
+			b.marker = line[i+1:]
+		}
+	}
+}
+
+// unfinished returns the tests that started and did not end, in the order
+// they started.
+func (b *binary) unfinished() []string {
+	var out []string
+	for _, name := range b.order {
+		if b.open[name] {
+			out = append(out, name)
+			delete(b.open, name)
+		}
+	}
+	return out
+}
+
+// reason says why a test that started has no result, given its package's
+// result ("" if the stream ended before it).
+func (b *binary) reason(test, result string) string {
+	switch {
+	case b.timeout != "" && (len(b.running) == 0 || b.running[test]):
+		return "timed out after " + b.timeout
+	case b.timeout != "" && b.paused[test]:
+		return "no result: waiting in t.Parallel when the test binary timed out after " + b.timeout
+	case b.timeout != "":
+		return "no result: the test binary timed out after " + b.timeout
+	case result == "":
+		return streamEnded
+	case b.died != "":
+		return "no result: the test binary exited: " + b.died
+	case result == "fail":
+		return "no result: the test binary exited"
+	default:
+		return "no result, though its package's result was " + result
+	}
+}
+
+// packageReason says, as far as the stream does, why a package failed
+// outside its tests, given its result ("" if the stream ended before it).
+func (b *binary) packageReason(result string) string {
+	switch {
+	case result == "":
+		return streamEnded
+	case b.timeout != "":
+		return cmp.Or(b.marker, "timed out after "+b.timeout)
+	}
+	return cmp.Or(b.marker, b.died)
 }
 
 // skipReason picks the message a skipped test logged: the lines after its
@@ -299,7 +502,18 @@ func (r *report) write(w io.Writer) (problems []string) {
 			continue
 		}
 		for _, f := range s.suite.failures {
-			problems = append(problems, fmt.Sprintf("%s: %s failed", s.name, f))
+			p := fmt.Sprintf("%s: %s failed", s.name, f)
+			if why := s.suite.unfinished[f]; why != "" {
+				p += ": " + why
+			}
+			problems = append(problems, p)
+		}
+		for _, pkg := range sortedKeys(s.suite.failedPackages) {
+			p := fmt.Sprintf("%s: package %s failed outside its tests", s.name, pkg)
+			if why := s.suite.failedPackages[pkg]; why != "" {
+				p += ": " + why
+			}
+			problems = append(problems, p)
 		}
 		// A counts file names no test, and its runner may exit 0 with
 		// failures: the count alone fails the run.

@@ -2,10 +2,14 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -118,13 +122,52 @@ func TestParseTest2JSON(t *testing.T) {
 			in:   "",
 			want: suite{},
 		},
-		"package-level results and build output are not tests": {
+		"package-level results and build output are not tests, and a package failed outside its tests": {
 			in: "# p/c\nc.go:1: syntax error\n" + stream(t,
 				[4]string{"output", "p/c", "", "FAIL\tp/c [build failed]\n"},
 				[4]string{"fail", "p/c", "", ""},
 				[4]string{"skip", "p/d", "", ""},
 			),
-			want: suite{},
+			want: suite{failedPackages: map[string]string{"p/c": "[build failed]"}},
+		},
+		"a package that failed with a failed test did not fail outside it": {
+			in: stream(t,
+				[4]string{"run", "p/a", "TestBad", ""},
+				[4]string{"fail", "p/a", "TestBad", ""},
+				[4]string{"output", "p/a", "", "FAIL\tp/a\t0.1s\n"},
+				[4]string{"fail", "p/a", "", ""},
+			),
+			want: suite{failed: 1, failures: []string{"p/a TestBad"}},
+		},
+		"a test still running when the stream ended failed": {
+			in: stream(t,
+				[4]string{"run", "p/a", "TestOne", ""},
+				[4]string{"pass", "p/a", "TestOne", ""},
+				[4]string{"run", "p/a", "TestLong", ""},
+				[4]string{"output", "p/a", "TestLong", "=== RUN   TestLong\n"},
+			),
+			want: suite{passed: 1, failed: 1, failures: []string{"p/a TestLong"},
+				unfinished: map[string]string{"p/a TestLong": "no result: the stream ended before its package's result (go test did not finish)"}},
+		},
+		"a package whose stream ended before its result failed": {
+			in: stream(t,
+				[4]string{"start", "p/a", "", ""},
+				[4]string{"run", "p/a", "TestOne", ""},
+				[4]string{"pass", "p/a", "TestOne", ""},
+				[4]string{"run", "p/a", "BenchmarkLong", ""},
+				[4]string{"output", "p/a", "BenchmarkLong", "BenchmarkLong\n"},
+			),
+			want: suite{passed: 1, failedPackages: map[string]string{"p/a": "no result: the stream ended before its package's result (go test did not finish)"}},
+		},
+		"a test that ran again with -count and ended each time": {
+			in: stream(t,
+				[4]string{"run", "p/a", "TestOne", ""},
+				[4]string{"pass", "p/a", "TestOne", ""},
+				[4]string{"run", "p/a", "TestOne", ""},
+				[4]string{"pass", "p/a", "TestOne", ""},
+				[4]string{"pass", "p/a", "", ""},
+			),
+			want: suite{passed: 2},
 		},
 		"a parent whose subtests all skipped is skipped, not passed": {
 			in: stream(t,
@@ -393,5 +436,110 @@ func TestBadShapes(t *testing.T) {
 				t.Errorf("problems (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+var record = flag.Bool("record", false, "TestUnfinishedTests: record testdata/shapes/unfinished-*.json again with go test -json")
+
+// TestUnfinishedTests reads test2json streams of test binaries that stopped
+// with a test running, which go test -json records with a "run" and no
+// result for that test, and checks that each such test counts as failed,
+// with the reason, and nothing else does: not a benchmark, which ends with
+// no result when it passes, though a package whose benchmark crashed is
+// named. The unfinished-*.json streams are go test -json of
+// testdata/unfinished (-record writes them again); the
+// deploy-test stream is make test's of a run whose hack/deploy/image
+// TestBuild hit its 20-minute -timeout, which this report counted as 45
+// passed and none failed.
+func TestUnfinishedTests(t *testing.T) {
+	const (
+		pkg   = "github.com/kubeblade/kubeblade/hack/testreport/testdata/unfinished"
+		image = "github.com/kubeblade/kubeblade/hack/deploy/image"
+	)
+	for _, tc := range []struct {
+		file string
+		// run, bench and timeout are go test's -run, -bench and -timeout
+		// for -record.
+		run, bench, timeout string
+		passed, failed      int
+		// status is go test's exit status.
+		status int
+		want   []string
+	}{{
+		file: "unfinished-timeout.json", run: "^(TestPasses|TestParallelWaits|TestHangs)$", timeout: "3s",
+		passed: 1, failed: 3, status: 1,
+		want: []string{
+			"step s exited with status 1",
+			"s: " + pkg + " TestParallelWaits failed: no result: waiting in t.Parallel when the test binary timed out after 3s",
+			"s: " + pkg + " TestHangs failed: timed out after 3s",
+			"s: " + pkg + " TestHangs/blocked failed: timed out after 3s",
+		},
+	}, {
+		file: "unfinished-exit.json", run: "^(TestPasses|TestExits)$",
+		passed: 1, failed: 1, status: 1,
+		want: []string{"step s exited with status 1", "s: " + pkg + " TestExits failed: no result: the test binary exited"},
+	}, {
+		file: "unfinished-crash.json", run: "^(TestPasses|TestCrashes)$",
+		passed: 1, failed: 1, status: 1,
+		want: []string{"step s exited with status 1", "s: " + pkg + " TestCrashes failed: no result: the test binary exited: panic: boom"},
+	}, {
+		file: "unfinished-killed.json", run: "^(TestPasses|TestKilled)$",
+		passed: 1, failed: 1, status: 1,
+		want: []string{"step s exited with status 1", "s: " + pkg + " TestKilled failed: no result: the test binary exited: signal: killed"},
+	}, {
+		file: "unfinished-benchmark.json", run: "^TestPasses$", bench: "^BenchmarkPasses$",
+		passed: 1,
+	}, {
+		file: "unfinished-benchmark-crash.json", run: "^TestPasses$", bench: "^BenchmarkDeadlocks$",
+		passed: 1, status: 1,
+		want: []string{"step s exited with status 1", "s: package " + pkg + " failed outside its tests: fatal error: all goroutines are asleep - deadlock!"},
+	}, {
+		file:   "deploy-test-timeout.json",
+		passed: 45, failed: 1, status: 1,
+		want: []string{"step s exited with status 1", "s: " + image + " TestBuild failed: timed out after 20m0s"},
+	}} {
+		t.Run(tc.file, func(t *testing.T) {
+			path := filepath.Join("testdata", "shapes", tc.file)
+			if *record && tc.run != "" {
+				recordStream(t, path, tc.run, tc.bench, cmp.Or(tc.timeout, "1m"))
+			}
+			f, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			s, err := parseTest2JSON(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.passed != tc.passed || s.failed != tc.failed || s.skipped != 0 {
+				t.Errorf("passed %d, failed %d, skipped %d; want passed %d, failed %d, skipped 0",
+					s.passed, s.failed, s.skipped, tc.passed, tc.failed)
+			}
+			got := (&report{steps: []*step{{name: "s", status: tc.status, suite: s}}}).write(io.Discard)
+			if diff := gocmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// recordStream writes what go test -json prints for the tests and
+// benchmarks of testdata/unfinished that run and bench match to path.
+func recordStream(t *testing.T, path, run, bench, timeout string) {
+	t.Helper()
+	args := []string{"test", "-json", "-trimpath", "-count=1", "-timeout", timeout, "-run", run}
+	if bench != "" {
+		args = append(args, "-bench", bench, "-benchtime", "100x")
+	}
+	cmd := exec.Command("go", append(args, "./testdata/unfinished")...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	var exit *exec.ExitError
+	if err := cmd.Run(); err != nil && !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

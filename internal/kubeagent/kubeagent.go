@@ -489,8 +489,8 @@ func (r *Reporter) sync(ctx context.Context, now time.Time) time.Time {
 		due, err = r.syncBlade(ctx, st, now)
 	}
 	if err != nil {
-		r.log.Warn("API server write failed; will retry", "err", err, "in", r.backoff)
 		r.scheduleRetry()
+		r.log.Warn("API server write failed; will retry", "err", err, "in", r.backoff)
 		return r.retryAt
 	}
 	r.retryAt, r.backoff = time.Time{}, 0

@@ -138,8 +138,16 @@ func Start(o Options) (*Env, error) {
 			e.ControlPlaneStartTimeout = 2 * time.Minute
 		}
 		if o.Restartable {
+			e.ControlPlane.APIServer = &envtest.APIServer{CertDir: certs}
 			// StopAPIServer models a crash: a short grace, then SIGKILL.
-			e.ControlPlane.APIServer = &envtest.APIServer{CertDir: certs, StopTimeout: 2 * time.Second}
+			// Environment.Start gives every component the control plane's
+			// stop timeout (20 s by default), whatever the component's own
+			// says (controller-runtime v0.25.2, pkg/envtest/server.go), and
+			// kube-apiserver's graceful shutdown takes all of it. etcd,
+			// stopped only with the suite, gets the same grace.
+			if os.Getenv("KUBEBUILDER_CONTROLPLANE_STOP_TIMEOUT") == "" {
+				e.ControlPlaneStopTimeout = 2 * time.Second
+			}
 		}
 		cfg, err = e.Start()
 		// envtest waits a fixed 5 s for the default namespace once
