@@ -467,9 +467,7 @@ func TestAgentKilled(t *testing.T) {
 				if s := pwmState(pwm); s != "40000 40000 1" {
 					t.Fatalf("PWM after SIGKILL: %s; want still exported, 40000 40000 1", s)
 				}
-				if out, high, err := gpiosim.Held(scenario.PWMGPIODevice); err != nil || !out || !high {
-					t.Fatalf("the PWM's pin after SIGKILL: out %v high %v, %v", out, high, err)
-				}
+				gpiosim.WaitHeldHigh(t, scenario.PWMGPIODevice, 10*time.Second)
 				if err := write(pwm+"/unexport", "0"); err != nil {
 					t.Fatal(err)
 				}

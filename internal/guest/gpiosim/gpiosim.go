@@ -15,6 +15,7 @@
 package gpiosim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -22,7 +23,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/kubeblade/kubeblade/internal/testwait"
 	"github.com/warthog618/go-gpiocdev"
 )
 
@@ -243,4 +246,24 @@ func Held(consumer string) (out, high bool, err error) {
 		return f[0] == "out", f[1] == "hi", nil
 	}
 	return false, false, fmt.Errorf("%s: no line held by %q", DebugFile, consumer)
+}
+
+// WaitHeldHigh waits until the line consumer holds is an output reading
+// high, and fails t if it is not within timeout. A pwm-gpio chip that is
+// running applies a new state only at the end of its current period: its
+// apply callback, while the hrtimer runs, stores the state as next_state
+// and sets changing, and the timer takes it over after the low phase
+// (torvalds/linux drivers/pwm/pwm-gpio.c, pwm_gpio_apply and
+// pwm_gpio_timer, v6.12). So right after a change to 100 % the pin may
+// still be in the old duty cycle's low phase, for longer under TCG, whose
+// hrtimers are slow.
+func WaitHeldHigh(t testing.TB, consumer string, timeout time.Duration) {
+	t.Helper()
+	testwait.EventuallyEvery(t, timeout, time.Millisecond, consumer+"'s line driven high", func(context.Context) (bool, string) {
+		out, high, err := Held(consumer)
+		if err != nil {
+			return false, err.Error()
+		}
+		return out && high, fmt.Sprintf("out %v high %v", out, high)
+	})
 }
