@@ -614,7 +614,7 @@ func (b *Backend) openFan(o Options, plat Platform, miss missFunc) {
 			}
 			b.fanLine = l
 			// Why not proportional is the one thing a person needs to
-			// fix it (docs/talos.md, "the agent says so"): the reasons
+			// fix it (docs/fan-units.md, "the agent uses GPIO12 on/off and says why"): the reasons
 			// of the drivers tried before, in Info.Detail and the log.
 			b.fanWhy = "fan on or off only"
 			if len(errs) > 0 {

@@ -885,7 +885,7 @@ func TestFanPWMChosenByIdentity(t *testing.T) {
 			hold: "pwm_gpio", exported: "pwmchip2", fan: "sysfs-pwm (pwm-gpio on GPIO12",
 		},
 		// On/off keeps the reason it is not proportional, as
-		// docs/talos.md promises ("the agent says so").
+		// docs/fan-units.md promises ("says why").
 		"pwm-gpio on another line is not the fan": {
 			fixture: "cm5", files: pwmChip("pwmchip0", "pwm_gpio", "pwm-gpio", "pwm-gpio", 0x12, 1),
 			fan: "gpio-on-off (no PWM chip drives GPIO12 (found pwmchip0 = pwm_gpio driver pwm-gpio; set linux.pwmChip to choose one)",
