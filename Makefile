@@ -43,6 +43,10 @@ generate: ## Generate gRPC code, deepcopy and CRDs with the pinned tools (built 
 	hack/gen-proto.sh
 	hack/gen-k8s.sh
 
+.PHONY: docs
+docs: ## Render the documentation's pictures (docs/img/*.svg) from internal/docpics; test/docs fails when they are stale.
+	$(GO) run ./hack/docpics -out docs/img
+
 .PHONY: verify-generated
 verify-generated: generate ## Fail if the committed generated code differs from what `make generate` produces.
 	@if ! git diff --quiet -- $(GENERATED) || [ -n "$$(git ls-files --others --exclude-standard -- $(GENERATED))" ]; then \
