@@ -207,6 +207,11 @@ func testDocsManifests(t *testing.T) {
 	waitNamespaceGone(t)
 	runDoc(t, "manifests-install", repoRoot)
 	waitPod(t, "app.kubernetes.io/component=operator", "the operator of the plain manifests to be Ready", nil)
+	// The quick start's checks, as a reader runs them after any install.
+	out := runDoc(t, "quickstart-check", repoRoot)
+	if !strings.Contains(out, "default") {
+		t.Errorf("the quick start's checks do not list the default BladeConfig:\n%s", out)
+	}
 	runDoc(t, "manifests-uninstall", repoRoot)
 	if _, err := node.Client.CoreV1().Namespaces().Get(ctx(t), namespace, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("namespace %s after the documented removal: %v, want it gone", namespace, err)
