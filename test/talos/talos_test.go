@@ -232,3 +232,35 @@ func TestYAMLBlocks(t *testing.T) {
 		t.Fatal("IsMachineConfigPatch misclassifies")
 	}
 }
+
+// TestDoctorPatches validates the machine-config patches `bladectl doctor`
+// prints (internal/doctor/talos/*.yaml, embedded into bladectl), with the
+// placeholders filled in as a user would.
+func TestDoctorPatches(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(root, "internal", "doctor", "talos", "*.yaml"))
+	if err != nil || len(files) < 2 {
+		t.Fatalf("doctor's Talos patches: %v %v", files, err)
+	}
+	for _, path := range files {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !IsMachineConfigPatch(string(data)) {
+				t.Fatalf("%s is not a machine-config patch", path)
+			}
+			text, err := FillPlaceholders(string(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := Validate([]byte(text))
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			if img := cfg.Machine().Install().Image(); strings.Contains(img, "<") || img == "" {
+				t.Fatalf("install image %q", img)
+			}
+		})
+	}
+}
