@@ -100,7 +100,9 @@ func ParseOS(s string) (OS, error) {
 }
 
 // OSFromRelease classifies an os-release(5) file and the kernel release.
-// Talos's os-release has ID=talos. Raspberry Pi OS's says ID=debian (or
+// Talos's os-release has ID=talos, and its kernel release ends in "-talos"
+// (what a container on Talos, without the host's os-release, still sees).
+// Raspberry Pi OS's says ID=debian (or
 // raspbian on 32-bit and older images), so its kernel tells it apart:
 // Raspberry Pi's kernel packages carry "+rpt-rpi-" (6.6 on) or end in
 // "-v8+" / "-2712" (older images).
@@ -113,7 +115,7 @@ func OSFromRelease(osRelease, kernelRelease string) OS {
 		}
 	}
 	switch {
-	case id == "talos":
+	case id == "talos" || strings.HasSuffix(kernelRelease, "-talos"):
 		return OSTalos
 	case id == "raspbian" || isRaspberryPiKernel(kernelRelease):
 		return OSRaspiOS
