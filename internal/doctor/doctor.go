@@ -235,6 +235,20 @@ func Diagnose(in Input) Report {
 		f.Why = "the fan is only switched on or off: " + detailFor(in.Detail, "fan")
 		r.Fixes = append(r.Fixes, f)
 	}
+	// kubeblade-leds also provides the fan's PWM chip and owns the pins a
+	// PWM overlay would take (docs/talos.md §3, docs/leds.md).
+	fan, leds := -1, -1
+	for i, f := range r.Fixes {
+		switch f.Capability {
+		case "fan":
+			fan = i
+		case "leds":
+			leds = i
+		}
+	}
+	if fan >= 0 && leds >= 0 && in.FanUnit != "smart" && r.Board != BoardRadxaCM5 {
+		r.Fixes[fan].Note = strings.TrimSpace("If you install the LED driver (leds, below), skip this change: the driver also provides the fan's PWM chip, which the agent prefers, and the PWM overlay must then go. " + r.Fixes[fan].Note)
+	}
 	switch {
 	case len(r.Fixes) == 0 && len(in.Missing) == 0:
 		r.Summary = "every capability is available: nothing to change"
@@ -367,7 +381,7 @@ func (d diag) talosSchematicSteps(f *Fix, lines ...string) {
 	f.TalosPatch = Patch("install-image")
 	f.Apply = append(f.Apply,
 		"curl -X POST --data-binary @schematic.yaml https://factory.talos.dev/schematics   # gives the <schematic-id>",
-		fmt.Sprintf("talosctl -n %s patch machineconfig --patch @install-image.yaml", d.node),
+		fmt.Sprintf("talosctl -n %s patch machineconfig --patch @install-image.yaml   # the patch above", d.node),
 		fmt.Sprintf("talosctl -n %s upgrade --image factory.talos.dev/installer/<schematic-id>:<talos-version>", d.node))
 }
 
@@ -448,7 +462,7 @@ func (d diag) leds() Fix {
 			"the kubeblade-leds system extension, built for your Talos release in siderolabs/pkgs and siderolabs/extensions from deploy/talos/kubeblade-leds/, "+
 				"and an installer image made with the imager from the "+d.overlayName()+" overlay and that extension (docs/talos.md §3)")
 		f.Apply = append(f.Apply,
-			fmt.Sprintf("talosctl -n %s patch machineconfig --patch @kubeblade-leds.yaml", d.node),
+			fmt.Sprintf("talosctl -n %s patch machineconfig --patch @kubeblade-leds.yaml   # the patch above", d.node),
 			fmt.Sprintf("talosctl -n %s upgrade --image ghcr.io/<you>/installer:<talos-version>", d.node))
 		f.Verify = append(f.Verify,
 			fmt.Sprintf("talosctl -n %s dmesg | grep kubeblade-leds", d.node),

@@ -228,3 +228,18 @@ func TestDetailFor(t *testing.T) {
 		t.Errorf("button: %q", got)
 	}
 }
+
+// TestFanAndLEDsTogether: the LED driver also drives the fan, so the fan's
+// overlay is marked as not needed with it.
+func TestFanAndLEDsTogether(t *testing.T) {
+	for _, b := range []Board{BoardCM4, BoardCM5} {
+		r := Diagnose(Input{Backend: "linux", IsBlade: true, SoC: socOf(b), FanUnit: "standard", OS: OSTalos, Missing: []string{"fan", "leds"}})
+		if f, _ := fixFor(r, "fan"); !strings.HasPrefix(f.Note, "If you install the LED driver (leds, below), skip this change") {
+			t.Errorf("%s: fan note %q", b, f.Note)
+		}
+		r = Diagnose(Input{Backend: "linux", IsBlade: true, SoC: socOf(b), FanUnit: "standard", OS: OSTalos, Missing: []string{"fan"}})
+		if f, _ := fixFor(r, "fan"); strings.Contains(f.Note, "skip this change") {
+			t.Errorf("%s: fan alone: note %q", b, f.Note)
+		}
+	}
+}
