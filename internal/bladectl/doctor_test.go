@@ -87,7 +87,7 @@ func TestDoctorThroughCluster(t *testing.T) {
 	for _, s := range []string{
 		"doc-cm4: board cm4, OS talos (Talos (v1.12.6)), kernel 6.18.1-talos, fan unit standard, backend linux",
 		"missing: fan, leds",
-		"    overlay:\n        image: siderolabs/sbc-raspberrypi\n        name: rpi_generic\n        options:\n          configTxtAppend: |\n            dtoverlay=pwm,pin=12,func=4\n",
+		"    overlay:\n      image: siderolabs/sbc-raspberrypi\n      name: rpi_generic\n      options:\n        configTxtAppend: |\n          dtoverlay=pwm,pin=12,func=4\n",
 		"    machine:\n      install:\n        image: factory.talos.dev/installer/<schematic-id>:<talos-version>\n",
 		"talosctl -n doc-cm4 ls /sys/class/pwm",
 		"          - name: kubeblade-leds\n",
