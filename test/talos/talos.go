@@ -14,12 +14,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"text/template"
 	"time"
 
 	"github.com/blang/semver/v4"
 	"github.com/siderolabs/talos/pkg/machinery/config"
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
+	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate"
 	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/config/machine"
@@ -62,13 +64,23 @@ func BaseConfig() (config.Provider, error) {
 	return in.Config(machine.TypeWorker)
 }
 
+// baseBytes is BaseConfig encoded once: generating the secrets bundle's
+// keys is the slow part, and every patch starts from the same config.
+var baseBytes = sync.OnceValues(func() ([]byte, error) {
+	cfg, err := BaseConfig()
+	if err != nil {
+		return nil, err
+	}
+	return cfg.EncodeBytes(encoder.WithComments(encoder.CommentsDisabled))
+})
+
 // Validate applies patch (a strategic merge patch or a JSON patch, as
 // `talosctl patch machineconfig --patch` takes it) to a generated worker
 // config and validates the result in metal mode, strictly (warnings are
 // errors), as `talosctl validate --mode metal --strict` does. The error is
 // Talos's own message.
 func Validate(patch []byte) (config.Provider, error) {
-	base, err := BaseConfig()
+	base, err := baseBytes()
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +88,7 @@ func Validate(patch []byte) (config.Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("talos refuses the patch: %w", err)
 	}
-	out, err := configpatcher.Apply(configpatcher.WithConfig(base), []configpatcher.Patch{p})
+	out, err := configpatcher.Apply(configpatcher.WithBytes(base), []configpatcher.Patch{p})
 	if err != nil {
 		return nil, fmt.Errorf("talos cannot apply the patch: %w", err)
 	}
