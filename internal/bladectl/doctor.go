@@ -117,7 +117,12 @@ func localHostFacts(root string) hostFacts {
 			break
 		}
 	}
-	kernel, _ := os.ReadFile(filepath.Join(root, "proc/sys/kernel/osrelease"))
+	// A container shares the host's kernel: its own /proc serves when the
+	// host's is not mounted under root.
+	kernel, err := os.ReadFile(filepath.Join(root, "proc/sys/kernel/osrelease"))
+	if err != nil {
+		kernel, _ = os.ReadFile("/proc/sys/kernel/osrelease")
+	}
 	k := strings.TrimSpace(string(kernel))
 	name := ""
 	for _, l := range strings.Split(string(osRelease), "\n") {
