@@ -115,6 +115,10 @@ deploy-test: envtest-assets ## hack/deploy (its own module): chart, manifests, F
 	cd hack/deploy && $(PLAIN) $(GO) vet ./... && KUBEBUILDER_ASSETS=$(K8S_ASSETS) \
 	  $(GOTEST) -race -count=1 -timeout 20m ./...
 
+.PHONY: test-talos
+test-talos: ## test/talos (its own module): every Talos patch in docs/, deploy/talos/ and bladectl doctor applied and validated by Talos's machinery; the extension's manifest.
+	cd test/talos && $(GO) vet ./... && $(GOTEST) -count=1 -timeout 15m ./...
+
 # Deployment artefacts: the chart's generated files, the plain manifests and
 # the container image, made by hack/deploy (its own Go module: Helm SDK,
 # go-containerregistry).

@@ -114,7 +114,7 @@ fatal vet
 # The binaries the e2e suites and the demo run, built once here so that no
 # two steps below write bin/ at once.
 fatal build
-lane unit fuzz e2e demo-check
+lane unit fuzz test-talos e2e demo-check
 echo "=== waiting for lane b (${lane_b_tools[*]} ${lane_b_suites[*]})"
 wait "$lane_b"
 echo "=== lane b output"

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	agentv1 "github.com/kubeblade/kubeblade/api/agent/v1alpha1"
+	"github.com/kubeblade/kubeblade/internal/doctor"
 )
 
 // Output formats.
@@ -67,6 +68,8 @@ type result struct {
 	Unsupported bool        `json:"unsupported,omitempty"`
 	Message     string      `json:"message,omitempty"`
 	Status      *statusView `json:"status,omitempty"`
+	// Doctor is bladectl doctor's report.
+	Doctor *doctor.Report `json:"doctor,omitempty"`
 }
 
 func viewStatus(s *agentv1.Status) *statusView {

@@ -196,7 +196,7 @@ Node annotations, status from Blade objects ('bladectl get blades').`,
 	})
 
 	root.AddCommand(newStatusCmd(o), newMonitorCmd(o), newIdentifyCmd(o), newStealthCmd(o), newFanCmd(o), newLEDCmd(o),
-		newVersionCmd(o), newConfigCmd(o), newGetCmd(o))
+		newVersionCmd(o), newConfigCmd(o), newGetCmd(o), newDoctorCmd(o))
 	root.AddCommand(newDashboardCmd(o))
 	o.addKubeFlags(root)
 	o.acceptNodeArgs(root)
