@@ -5,7 +5,9 @@ SHELL := /usr/bin/env bash -o pipefail
 
 GO      ?= go
 BIN     := $(CURDIR)/bin
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
+# SemVer with a leading "v": the tag, git describe's form after one, or
+# v0.0.0-dev-g<commit> (hack/version.sh); every artefact carries it.
+VERSION ?= $(shell hack/version.sh)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 DATE    ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
 LDFLAGS := -X github.com/kubeblade/kubeblade/internal/version.version=$(VERSION) \
@@ -132,6 +134,27 @@ verify-manifests: ## Fail if the chart's generated files or deploy/manifests are
 .PHONY: image
 image: ## Build the multi-arch (linux/arm64, linux/amd64) OCI image into dist/image, without Docker.
 	$(DEPLOYTOOL) image -out $(CURDIR)/dist/image -version $(VERSION) -created $(DATE) -tags $(TAGS) -ldflags "$(LDFLAGS)"
+
+# A release: everything dist/ holds (docs/releasing.md). KEY names a PEM
+# private key to sign with (cosign's format is signed with sigstore's Go
+# libraries); without it the release is unsigned.
+KEY ?=
+.PHONY: release
+release: image ## Write a release of VERSION to dist/: image, chart, archives, krew manifest, DKMS and Talos sources, SBOMs, SHA256SUMS, provenance (KEY=file.pem signs).
+	$(DEPLOYTOOL) release -out $(CURDIR)/dist -image $(CURDIR)/dist/image -version $(VERSION) -commit $(COMMIT) \
+	  -created $(DATE) -tags $(TAGS) -ldflags "$(LDFLAGS)" $(if $(KEY),-key $(abspath $(KEY)))
+
+# Publishing a release make release wrote: REGISTRY=host[:port][/path]
+# gets REGISTRY/kubeblade:VERSION (with its SBOM, and given KEY its cosign
+# signature and provenance attestation) and oci://REGISTRY/charts/kubeblade.
+# Credentials come from the Docker config file. PLAIN_HTTP=1 for a registry
+# without TLS that is not on loopback.
+REGISTRY ?=
+PLAIN_HTTP ?=
+.PHONY: publish
+publish: ## Push dist/'s release of VERSION to REGISTRY=host[:port]/path (image, signature, SBOM, provenance, chart); KEY=file.pem signs.
+	$(DEPLOYTOOL) publish -dist $(CURDIR)/dist -version $(VERSION) -registry "$(REGISTRY)" \
+	  $(if $(KEY),-key $(abspath $(KEY))) $(if $(PLAIN_HTTP),-plain-http)
 
 .PHONY: fuzz
 fuzz: ## Fuzz the smart fan unit's frame decoder for FUZZTIME (CI runs it briefly in make test).
