@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,7 +33,13 @@ type Registry struct {
 	Host string
 	// Root is its storage directory.
 	Root string
+
+	stop func()
 }
+
+// Stop stops the registry now (Start stops it when the test ends): its
+// address then refuses connections, like a registry that is down.
+func (r *Registry) Stop() { r.stop() }
 
 // Options change how the registry runs.
 type Options struct {
@@ -115,10 +122,16 @@ http:
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			<-exited
+			logf.Close()
+		})
+	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		logf.Close()
+		stop()
 		if t.Failed() {
 			if b, err := os.ReadFile(logPath); err == nil && len(b) > 0 {
 				t.Logf("registry log:\n%s", b)
@@ -142,7 +155,7 @@ http:
 		// 401 is an answer too: the registry is up and wants credentials.
 		return resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusUnauthorized, resp.Status
 	})
-	return &Registry{Host: host, Root: root}
+	return &Registry{Host: host, Root: root, stop: stop}
 }
 
 // freePort asks the kernel for an unused loopback port.

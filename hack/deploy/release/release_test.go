@@ -122,13 +122,16 @@ func writeEd25519Key(path string) error {
 	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
 }
 
+// TestMain starts the API server the chart is installed into.
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := testenv.Main(m, testenv.Options{}, func(e *testenv.Env) { env = e })
 	if made.a != "" {
 		os.RemoveAll(filepath.Dir(made.a))
 	}
 	os.Exit(code)
 }
+
+var env *testenv.Env
 
 // TestReleaseIsReproducible: two releases of one commit are the same
 // bytes, file for file (archives, chart, SBOMs, checksums, provenance and,
