@@ -7,9 +7,17 @@ GO      ?= go
 BIN     := $(CURDIR)/bin
 # SemVer with a leading "v": the tag, git describe's form after one, or
 # v0.0.0-dev-g<commit> (hack/version.sh); every artefact carries it.
-VERSION ?= $(shell hack/version.sh)
-COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
-DATE    ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+# Each is computed once per make run (not at each use), so that one run's
+# steps agree even if the tree changes meanwhile.
+ifeq ($(origin VERSION),undefined)
+VERSION := $(shell hack/version.sh)
+endif
+ifeq ($(origin COMMIT),undefined)
+COMMIT  := $(shell git rev-parse HEAD 2>/dev/null)
+endif
+ifeq ($(origin DATE),undefined)
+DATE    := $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+endif
 LDFLAGS := -X github.com/kubeblade/kubeblade/internal/version.version=$(VERSION) \
            -X github.com/kubeblade/kubeblade/internal/version.commit=$(COMMIT) \
            -X github.com/kubeblade/kubeblade/internal/version.date=$(DATE)

@@ -1,6 +1,9 @@
 package release
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,21 +14,24 @@ import (
 	"path/filepath"
 	"strings"
 
-	"context"
-
-	"github.com/google/go-containerregistry/pkg/authn"
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
-	"github.com/google/go-containerregistry/pkg/v1/static"
-	"github.com/google/go-containerregistry/pkg/v1/types"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/sigstore/sigstore/pkg/signature"
 	"helm.sh/helm/v4/pkg/registry"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/content/oci"
+	"oras.land/oras-go/v2/errdef"
+	"oras.land/oras-go/v2/registry/remote"
+	"oras.land/oras-go/v2/registry/remote/auth"
+	"oras.land/oras-go/v2/registry/remote/credentials"
+	"oras.land/oras-go/v2/registry/remote/errcode"
+	"oras.land/oras-go/v2/registry/remote/retry"
 )
+
+// Publishing uses oras-go (the OCI client Helm's registry client is built
+// on) for the image and its attachments, and Helm's registry client for
+// the chart.
 
 // The media types and annotation of cosign's signature, SBOM and
 // attestation images (sigstore/cosign specs/SIGNATURE_SPEC.md,
@@ -101,33 +107,26 @@ func Publish(ctx context.Context, o PublishOptions) (*Published, error) {
 			return nil, fmt.Errorf("publish: %s is a release version but the work tree has uncommitted changes:\n%s\ncommit or stash them (only -dev versions may be published from a dirty tree)", o.Version, dirty)
 		}
 	}
-	idxDigest, err := LayoutIndex(filepath.Join(o.Dist, ImageDir), o.Version)
+	imgDir := filepath.Join(o.Dist, ImageDir)
+	idxDigest, err := LayoutIndex(imgDir, o.Version)
 	if err != nil {
 		return nil, err
 	}
-	lp, err := layout.FromPath(filepath.Join(o.Dist, ImageDir))
+	src, err := oci.NewFromFS(ctx, os.DirFS(imgDir))
 	if err != nil {
-		return nil, err
-	}
-	top, err := lp.ImageIndex()
-	if err != nil {
-		return nil, err
-	}
-	idx, err := top.ImageIndex(idxDigest)
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("image layout %s: %w", imgDir, err)
 	}
 	cv := ChartVersion(o.Version)
-	chart, err := os.ReadFile(filepath.Join(o.Dist, ChartFile(cv)))
-	if err != nil {
-		return nil, fmt.Errorf("publish: %w (run make release VERSION=%s first)", err, o.Version)
-	}
 	read := func(n string) ([]byte, error) {
 		b, err := os.ReadFile(filepath.Join(o.Dist, n))
 		if err != nil {
 			return nil, fmt.Errorf("publish: %w (run make release VERSION=%s first)", err, o.Version)
 		}
 		return b, nil
+	}
+	chart, err := read(ChartFile(cv))
+	if err != nil {
+		return nil, err
 	}
 	sbomData, err := read(ImageSBOM)
 	if err != nil {
@@ -137,67 +136,66 @@ func Publish(ctx context.Context, o PublishOptions) (*Published, error) {
 	if err != nil {
 		return nil, err
 	}
+	created, err := chartCreated(chart)
+	if err != nil {
+		return nil, err
+	}
 	var signer signature.SignerVerifier
 	if o.Key != "" {
 		if signer, err = LoadSigner(o.Key); err != nil {
 			return nil, err
 		}
 	}
-	var nameOpts []name.Option
-	if o.PlainHTTP {
-		nameOpts = append(nameOpts, name.Insecure)
-	}
 	base := strings.TrimSuffix(o.Registry, "/")
-	tag, err := name.NewTag(base+"/kubeblade:"+o.Version, nameOpts...)
-	if err != nil {
-		return nil, fmt.Errorf("publish: registry %q: %w", o.Registry, err)
-	}
-	chartRepo, err := name.NewRepository(base+"/charts/kubeblade", nameOpts...)
-	if err != nil {
-		return nil, fmt.Errorf("publish: registry %q: %w", o.Registry, err)
-	}
-	ropts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)}
-
-	// What is there already: the registry answers, accepts the
-	// credentials, and holds nothing else under these tags.
-	imageThere, err := existing(tag, idxDigest, ropts)
+	img, err := Repository(base+"/kubeblade", o.PlainHTTP)
 	if err != nil {
 		return nil, err
 	}
-	chartTag := chartRepo.Tag(cv)
+	charts, err := Repository(base+"/charts/kubeblade", o.PlainHTTP)
+	if err != nil {
+		return nil, err
+	}
+	host := img.Reference.Registry
+
+	// What is there already: the registry answers, accepts the
+	// credentials, and holds nothing else under these tags.
+	imageThere := false
+	if d, err := img.Resolve(ctx, o.Version); err == nil {
+		if d.Digest.String() != idxDigest.String() {
+			return nil, fmt.Errorf("publish: %s:%s is already published with different content (%s, this release's %s): a published version is never replaced; release a new version", img.Reference, o.Version, d.Digest, idxDigest)
+		}
+		imageThere = true
+	} else if !errors.Is(err, errdef.ErrNotFound) {
+		return nil, registryError(host, err)
+	}
 	chartThere := false
-	if d, err := remote.Head(chartTag, ropts...); err == nil {
-		m, err := remote.Image(chartTag, ropts...)
+	if d, err := charts.Resolve(ctx, cv); err == nil {
+		b, err := content.FetchAll(ctx, charts, d)
 		if err != nil {
-			return nil, registryError(chartTag.Context().RegistryStr(), err)
+			return nil, registryError(host, err)
 		}
-		layers, err := m.Layers()
-		if err != nil || len(layers) == 0 {
-			return nil, fmt.Errorf("publish: %s exists (%s) but is not a chart: %v", chartTag, d.Digest, err)
+		var m ocispec.Manifest
+		if err := json.Unmarshal(b, &m); err != nil || len(m.Layers) == 0 {
+			return nil, fmt.Errorf("publish: %s:%s exists (%s) but is not a chart", charts.Reference, cv, d.Digest)
 		}
-		ld, err := layers[0].Digest()
-		if err != nil {
-			return nil, err
-		}
-		if ld.Hex != sha256Hex(chart) {
-			return nil, fmt.Errorf("publish: %s is already published with different content (chart layer %s, this release's %s): a published version is never replaced; release a new version", chartTag, ld, "sha256:"+sha256Hex(chart))
+		if m.Layers[0].Digest.Encoded() != sha256Hex(chart) {
+			return nil, fmt.Errorf("publish: %s:%s is already published with different content (chart %s, this release's sha256:%s): a published version is never replaced; release a new version", charts.Reference, cv, m.Layers[0].Digest, sha256Hex(chart))
 		}
 		chartThere = true
-	} else if !notFound(err) {
-		return nil, registryError(chartTag.Context().RegistryStr(), err)
+	} else if !errors.Is(err, errdef.ErrNotFound) {
+		return nil, registryError(host, err)
 	}
 
-	res := &Published{Image: tag.String(), ImageDigest: idxDigest, Chart: "oci://" + chartRepo.String()}
+	res := &Published{Image: img.Reference.String() + ":" + o.Version, ImageDigest: idxDigest, Chart: "oci://" + charts.Reference.String()}
 	if imageThere {
-		fmt.Fprintf(o.Log, "publish: %s already holds %s\n", tag, idxDigest)
+		fmt.Fprintf(o.Log, "publish: %s already holds %s\n", res.Image, idxDigest)
 	} else {
-		fmt.Fprintf(o.Log, "publish: pushing %s (%s)\n", tag, idxDigest)
-		if err := remote.WriteIndex(tag, idx, ropts...); err != nil {
-			return nil, registryError(tag.RegistryStr(), err)
+		fmt.Fprintf(o.Log, "publish: pushing %s (%s)\n", res.Image, idxDigest)
+		if _, err := oras.Copy(ctx, src, idxDigest.String(), img, o.Version, oras.DefaultCopyOptions); err != nil {
+			return nil, registryError(host, err)
 		}
 	}
-	imgRef := tag.Context().Digest(idxDigest.String())
-	if err := attach(imgRef, "sbom", CycloneDXMediaType, sbomData, nil, ropts); err != nil {
+	if err := attach(ctx, img, idxDigest.String(), "sbom", CycloneDXMediaType, sbomData, nil, created); err != nil {
 		return nil, err
 	}
 	if signer != nil {
@@ -205,77 +203,73 @@ func Publish(ctx context.Context, o PublishOptions) (*Published, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := attach(imgRef, "att", DSSEMediaType, env, map[string]string{"predicateType": ProvenanceType}, ropts); err != nil {
+		if err := attach(ctx, img, idxDigest.String(), "att", DSSEMediaType, env, map[string]string{"predicateType": ProvenanceType}, created); err != nil {
 			return nil, err
 		}
-		if err := sign(signer, imgRef, ropts); err != nil {
+		if err := sign(ctx, signer, img, idxDigest.String(), created); err != nil {
 			return nil, err
 		}
 	}
 
 	if chartThere {
-		fmt.Fprintf(o.Log, "publish: %s already holds this chart\n", chartTag)
+		fmt.Fprintf(o.Log, "publish: %s:%s already holds this chart\n", res.Chart, cv)
 	} else {
 		copts := []registry.ClientOption{
 			// Credentials from the Docker config only (Helm falls back to it):
 			// the helm-specific file it would look at first does not exist.
 			registry.ClientOptCredentialsFile(filepath.Join(os.TempDir(), "kubeblade-publish-no-helm-credentials.json")),
 		}
-		if o.PlainHTTP || tag.Scheme() == "http" {
+		if charts.PlainHTTP {
 			copts = append(copts, registry.ClientOptPlainHTTP())
 		}
 		rc, err := registry.NewClient(copts...)
 		if err != nil {
 			return nil, err
 		}
-		created, err := chartCreated(chart)
-		if err != nil {
-			return nil, err
+		if _, err := rc.Push(chart, charts.Reference.String()+":"+cv, registry.PushOptCreationTime(created)); err != nil {
+			return nil, registryError(host, err)
 		}
-		if _, err := rc.Push(chart, strings.TrimPrefix(chartTag.String(), "index.docker.io/"), registry.PushOptCreationTime(created)); err != nil {
-			return nil, registryError(chartTag.RegistryStr(), err)
-		}
-		fmt.Fprintf(o.Log, "publish: pushed %s\n", chartTag)
+		fmt.Fprintf(o.Log, "publish: pushed %s:%s\n", res.Chart, cv)
 	}
-	cd, err := remote.Head(chartTag, ropts...)
+	cd, err := charts.Resolve(ctx, cv)
 	if err != nil {
-		return nil, registryError(chartTag.RegistryStr(), err)
+		return nil, registryError(host, err)
 	}
 	res.ChartDigest = cd.Digest.String()
 	if signer != nil {
-		if err := sign(signer, chartRepo.Digest(cd.Digest.String()), ropts); err != nil {
+		if err := sign(ctx, signer, charts, res.ChartDigest, created); err != nil {
 			return nil, err
 		}
 	}
 	return res, nil
 }
 
-// existing reports whether tag holds want, failing when it holds anything
-// else or the registry cannot be used.
-func existing(tag name.Tag, want v1.Hash, ropts []remote.Option) (bool, error) {
-	d, err := remote.Head(tag, ropts...)
-	if err == nil {
-		if d.Digest != want {
-			return false, fmt.Errorf("publish: %s is already published with different content (%s, this release's %s): a published version is never replaced; release a new version", tag, d.Digest, want)
-		}
-		return true, nil
+// Repository is a registry repository (host[:port]/path) to push to with
+// the Docker config's credentials; plain HTTP when asked or on loopback.
+func Repository(ref string, plainHTTP bool) (*remote.Repository, error) {
+	repo, err := remote.NewRepository(ref)
+	if err != nil {
+		return nil, fmt.Errorf("publish: registry %q: %w", ref, err)
 	}
-	if notFound(err) {
-		return false, nil
+	store, err := credentials.NewStoreFromDocker(credentials.StoreOptions{DetectDefaultNativeStore: true})
+	if err != nil {
+		return nil, fmt.Errorf("docker config: %w", err)
 	}
-	return false, registryError(tag.RegistryStr(), err)
-}
-
-func notFound(err error) bool {
-	var terr *transport.Error
-	return errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound
+	repo.Client = &auth.Client{Client: retry.DefaultClient, Cache: auth.NewCache(), Credential: credentials.Credential(store)}
+	host := repo.Reference.Host()
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	ip := net.ParseIP(host)
+	repo.PlainHTTP = plainHTTP || host == "localhost" || (ip != nil && ip.IsLoopback())
+	return repo, nil
 }
 
 // registryError says in words what went wrong talking to a registry.
 func registryError(reg string, err error) error {
-	var terr *transport.Error
-	if errors.As(err, &terr) && (terr.StatusCode == http.StatusUnauthorized || terr.StatusCode == http.StatusForbidden) {
-		return fmt.Errorf("publish: registry %s refused the credentials (%d): log in first (docker login, crane auth login or helm registry login write the Docker config file, $DOCKER_CONFIG/config.json or ~/.docker/config.json): %w", reg, terr.StatusCode, err)
+	var resp *errcode.ErrorResponse
+	if errors.As(err, &resp) && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+		return fmt.Errorf("publish: registry %s refused the credentials (%d): log in first (docker login, crane auth login or helm registry login write the Docker config file, $DOCKER_CONFIG/config.json or ~/.docker/config.json): %w", reg, resp.StatusCode, err)
 	}
 	if strings.Contains(err.Error(), "401") || strings.Contains(strings.ToLower(err.Error()), "unauthorized") {
 		return fmt.Errorf("publish: registry %s refused the credentials: log in first (docker login, crane auth login or helm registry login write the Docker config file): %w", reg, err)
@@ -287,37 +281,57 @@ func registryError(reg string, err error) error {
 	return fmt.Errorf("publish: registry %s: %w", reg, err)
 }
 
-// cosignTag is the tag cosign keeps an image's signature ("sig"), SBOM
-// ("sbom") or attestations ("att") under: sha256-<hex>.<suffix>.
-func cosignTag(ref name.Digest, suffix string) (name.Tag, error) {
-	h, err := v1.NewHash(ref.DigestStr())
-	if err != nil {
-		return name.Tag{}, err
-	}
-	return ref.Context().Tag(h.Algorithm + "-" + h.Hex + "." + suffix), nil
+// CosignTag is the tag cosign keeps the signature ("sig"), SBOM ("sbom")
+// or attestations ("att") of the manifest with digest under:
+// sha256-<hex>.<suffix>.
+func CosignTag(digest, suffix string) string {
+	return strings.Replace(digest, ":", "-", 1) + "." + suffix
 }
 
-// attach pushes data as the one layer of an image under ref's cosign tag.
-func attach(ref name.Digest, suffix string, mediaType types.MediaType, data []byte, annotations map[string]string, ropts []remote.Option) error {
-	t, err := cosignTag(ref, suffix)
-	if err != nil {
+// attach pushes data as the one layer of an image manifest under the
+// cosign tag of digest. The manifest's creation time is the release's, so
+// a second publish pushes the same manifest.
+func attach(ctx context.Context, repo *remote.Repository, digest, suffix, mediaType string, data []byte, annotations map[string]string, created string) error {
+	host := repo.Reference.Registry
+	push := func(d ocispec.Descriptor, b []byte) error {
+		ok, err := repo.Exists(ctx, d)
+		if err != nil {
+			return registryError(host, err)
+		}
+		if !ok {
+			if err := repo.Push(ctx, d, bytes.NewReader(b)); err != nil {
+				return registryError(host, err)
+			}
+		}
+		return nil
+	}
+	layer := content.NewDescriptorFromBytes(mediaType, data)
+	if err := push(layer, data); err != nil {
 		return err
 	}
-	img, err := mutate.Append(mutate.MediaType(mutate.ConfigMediaType(empty.Image, types.OCIConfigJSON), types.OCIManifestSchema1),
-		mutate.Addendum{Layer: static.NewLayer(data, mediaType), Annotations: annotations})
-	if err != nil {
+	layer.Annotations = annotations
+	cfgData := []byte("{}")
+	cfg := content.NewDescriptorFromBytes(ocispec.MediaTypeImageConfig, cfgData)
+	if err := push(cfg, cfgData); err != nil {
 		return err
 	}
-	if err := remote.Write(t, img, ropts...); err != nil {
-		return registryError(t.RegistryStr(), err)
+	m, err := oras.PackManifest(ctx, repo, oras.PackManifestVersion1_0, "", oras.PackManifestOptions{
+		Layers: []ocispec.Descriptor{layer}, ConfigDescriptor: &cfg,
+		ManifestAnnotations: map[string]string{ocispec.AnnotationCreated: created},
+	})
+	if err != nil {
+		return registryError(host, err)
+	}
+	if err := repo.Tag(ctx, m, CosignTag(digest, suffix)); err != nil {
+		return registryError(host, err)
 	}
 	return nil
 }
 
-// sign pushes cosign's signature of ref: its simple signing payload with
-// the signature in an annotation.
-func sign(s signature.Signer, ref name.Digest, ropts []remote.Option) error {
-	payload, err := SimpleSigningPayload(ref.Context().String(), ref.DigestStr())
+// sign pushes cosign's signature of digest in repo: its simple signing
+// payload with the signature in an annotation.
+func sign(ctx context.Context, s signature.Signer, repo *remote.Repository, digest, created string) error {
+	payload, err := SimpleSigningPayload(repo.Reference.String(), digest)
 	if err != nil {
 		return err
 	}
@@ -325,7 +339,7 @@ func sign(s signature.Signer, ref name.Digest, ropts []remote.Option) error {
 	if err != nil {
 		return err
 	}
-	return attach(ref, "sig", SimpleSigningMediaType, payload, map[string]string{SignatureAnnotation: string(sig)}, ropts)
+	return attach(ctx, repo, digest, "sig", SimpleSigningMediaType, payload, map[string]string{SignatureAnnotation: string(sig)}, created)
 }
 
 // gitDirty lists the tracked files with uncommitted changes.

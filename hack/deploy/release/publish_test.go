@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,10 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/authn"
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/random"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/kube"
@@ -24,6 +22,8 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/kubeblade/kubeblade/internal/testenv"
 	"github.com/kubeblade/kubeblade/internal/testregistry"
@@ -70,59 +70,32 @@ func TestPublishRoundTrip(t *testing.T) {
 	if res.Image != base+"/kubeblade:"+v || res.ImageDigest != made.res.ImageDigest {
 		t.Fatalf("published %s@%s, want %s/kubeblade:%s@%s", res.Image, res.ImageDigest, base, v, made.res.ImageDigest)
 	}
-	ropts := []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain)}
-	tag, _ := name.NewTag(res.Image)
-	d, err := remote.Head(tag, ropts...)
-	if err != nil || d.Digest != made.res.ImageDigest {
-		t.Fatalf("the registry's %s: %v %v", tag, d, err)
+	ctx := context.Background()
+	img, err := Repository(base+"/kubeblade", false)
+	if err != nil {
+		t.Fatal(err)
 	}
-	ref := tag.Context().Digest(made.res.ImageDigest.String())
-	layer := func(ref name.Digest, suffix string) ([]byte, map[string]string) {
-		t.Helper()
-		ct, err := cosignTag(ref, suffix)
-		if err != nil {
-			t.Fatal(err)
-		}
-		img, err := remote.Image(ct, ropts...)
-		if err != nil {
-			t.Fatalf("%s: %v", ct, err)
-		}
-		m, err := img.Manifest()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls, err := img.Layers()
-		if err != nil || len(ls) != 1 {
-			t.Fatalf("%s: %d layers, %v", ct, len(ls), err)
-		}
-		rc, err := ls[0].Uncompressed()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rc.Close()
-		var buf bytes.Buffer
-		if _, err := buf.ReadFrom(rc); err != nil {
-			t.Fatal(err)
-		}
-		return buf.Bytes(), m.Layers[0].Annotations
+	if d, err := img.Resolve(ctx, v); err != nil || d.Digest.String() != made.res.ImageDigest.String() {
+		t.Fatalf("the registry's %s:%s: %v %v", img.Reference, v, d.Digest, err)
 	}
+	imgDigest := made.res.ImageDigest.String()
 	// The signature: cosign's simple signing payload for this repository
 	// and digest, signed with the release key.
-	payload, ann := layer(ref, "sig")
+	payload, ann := attached(t, img, imgDigest, "sig")
 	if err := VerifyBlob(made.pubPEM, payload, []byte(ann[SignatureAnnotation])); err != nil {
 		t.Errorf("image signature: %v", err)
 	}
 	if err := VerifyBlob(made.pubPEM, append(bytes.Clone(payload), ' '), []byte(ann[SignatureAnnotation])); err == nil {
 		t.Error("image signature verifies a changed payload")
 	}
-	if !bytes.Contains(payload, []byte(`"docker-reference":"`+tag.Context().String()+`"`)) || !bytes.Contains(payload, []byte(made.res.ImageDigest.String())) {
-		t.Errorf("signature payload %s does not name %s@%s", payload, tag.Context(), made.res.ImageDigest)
+	if !bytes.Contains(payload, []byte(`"docker-reference":"`+img.Reference.String()+`"`)) || !bytes.Contains(payload, []byte(imgDigest)) {
+		t.Errorf("signature payload %s does not name %s@%s", payload, img.Reference, imgDigest)
 	}
-	sbomData, _ := layer(ref, "sbom")
+	sbomData, _ := attached(t, img, imgDigest, "sbom")
 	if want, _ := os.ReadFile(filepath.Join(dir, ImageSBOM)); !bytes.Equal(sbomData, want) {
 		t.Error("the registry's SBOM differs from dist's")
 	}
-	att, ann := layer(ref, "att")
+	att, ann := attached(t, img, imgDigest, "att")
 	if err := VerifyDSSE(made.pubPEM, att); err != nil {
 		t.Errorf("provenance attestation: %v", err)
 	}
@@ -142,8 +115,11 @@ func TestPublishRoundTrip(t *testing.T) {
 	if !bytes.Equal(pulled.Chart.Data, made.chartBytes) {
 		t.Fatal("the chart pulled from the registry differs from dist's")
 	}
-	chartRepo, _ := name.NewRepository(strings.TrimPrefix(res.Chart, "oci://"))
-	cpayload, cann := layer(chartRepo.Digest(res.ChartDigest), "sig")
+	charts, err := Repository(strings.TrimPrefix(res.Chart, "oci://"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpayload, cann := attached(t, charts, res.ChartDigest, "sig")
 	if err := VerifyBlob(made.pubPEM, cpayload, []byte(cann[SignatureAnnotation])); err != nil {
 		t.Errorf("chart signature: %v", err)
 	}
@@ -177,25 +153,52 @@ func TestPublishRoundTrip(t *testing.T) {
 	inst.CreateNamespace = true
 	inst.WaitStrategy = kube.HookOnlyStrategy
 	inst.Timeout = 3 * time.Minute
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	if _, err := inst.RunWithContext(ctx, ch, map[string]any{"image": map[string]any{"repository": tag.Context().String()}}); err != nil {
+	if _, err := inst.RunWithContext(ictx, ch, map[string]any{"image": map[string]any{"repository": img.Reference.String()}}); err != nil {
 		t.Fatalf("helm install: %v", err)
 	}
 	cs, err := kubernetes.NewForConfig(e.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	deps, err := cs.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+	deps, err := cs.AppsV1().Deployments(ns).List(ictx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(deps.Items) != 1 {
 		t.Fatalf("%d Deployments after install", len(deps.Items))
 	}
-	if got := operatorImage(deps.Items[0]); got != tag.String() {
-		t.Errorf("the installed operator runs %q, want %q", got, tag.String())
+	if got := operatorImage(deps.Items[0]); got != res.Image {
+		t.Errorf("the installed operator runs %q, want %q", got, res.Image)
 	}
+}
+
+// attached reads the one layer of the cosign tag suffix of digest in repo,
+// with its annotations.
+func attached(t *testing.T, repo *remote.Repository, digest, suffix string) ([]byte, map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	d, err := repo.Resolve(ctx, CosignTag(digest, suffix))
+	if err != nil {
+		t.Fatalf("%s:%s: %v", repo.Reference, CosignTag(digest, suffix), err)
+	}
+	b, err := content.FetchAll(ctx, repo, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m ocispec.Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Layers) != 1 {
+		t.Fatalf("%s: %d layers", CosignTag(digest, suffix), len(m.Layers))
+	}
+	data, err := content.FetchAll(ctx, repo, m.Layers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data, m.Layers[0].Annotations
 }
 
 func operatorImage(d appsv1.Deployment) string {
@@ -234,9 +237,17 @@ func TestPublishRefusesBadInput(t *testing.T) {
 	}
 	images := func(host string) []string {
 		t.Helper()
-		reg, _ := name.NewRegistry(host)
-		repos, err := remote.Catalog(context.Background(), reg, remote.WithAuthFromKeychain(authn.DefaultKeychain))
+		reg, err := remote.NewRegistry(host)
 		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := Repository(host+"/x", false)
+		reg.Client, reg.PlainHTTP = r.Client, true
+		var repos []string
+		if err := reg.Repositories(context.Background(), "", func(rs []string) error {
+			repos = append(repos, rs...)
+			return nil
+		}); err != nil {
 			t.Fatalf("catalog of %s: %v", host, err)
 		}
 		return repos
@@ -273,12 +284,19 @@ func TestPublishRefusesBadInput(t *testing.T) {
 	})
 	t.Run("already published with different content", func(t *testing.T) {
 		dockerConfig(t, "", "", "")
-		img, err := random.Image(64, 1)
+		taken, err := Repository(open.Host+"/taken/kubeblade", false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tag, _ := name.NewTag(open.Host + "/taken/kubeblade:" + v)
-		if err := remote.Write(tag, img); err != nil {
+		// Another manifest under the release's tag.
+		if err := attach(context.Background(), taken, "sha256:"+strings.Repeat("0", 64), "other", "text/plain", []byte("not kubeblade"), nil, "2020-01-01T00:00:00Z"); err != nil {
+			t.Fatal(err)
+		}
+		d, err := taken.Resolve(context.Background(), CosignTag("sha256:"+strings.Repeat("0", 64), "other"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := taken.Tag(context.Background(), d, v); err != nil {
 			t.Fatal(err)
 		}
 		wantErr(t, publish(PublishOptions{Version: v, Registry: open.Host + "/taken"}), "already published with different content")
