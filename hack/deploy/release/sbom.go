@@ -6,6 +6,7 @@ import (
 	"debug/buildinfo"
 	"encoding/hex"
 	"fmt"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
@@ -81,7 +82,7 @@ func sbom(main cdx.Component, components []cdx.Component, created time.Time) ([]
 		Timestamp: created.UTC().Format(time.RFC3339),
 		Component: &main,
 		Tools: &cdx.ToolsChoice{Components: &[]cdx.Component{{
-			Type: cdx.ComponentTypeLibrary, Name: "github.com/CycloneDX/cyclonedx-go", Version: "v0.12.0",
+			Type: cdx.ComponentTypeLibrary, Name: cyclonedxGo, Version: moduleVersion(cyclonedxGo),
 		}}},
 	}
 	if len(components) > 0 {
@@ -94,6 +95,20 @@ func sbom(main cdx.Component, components []cdx.Component, created time.Time) ([]
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+const cyclonedxGo = "github.com/CycloneDX/cyclonedx-go"
+
+// moduleVersion is the version of a module linked into this program.
+func moduleVersion(path string) string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range bi.Deps {
+			if m.Path == path {
+				return m.Version
+			}
+		}
+	}
+	return ""
 }
 
 // binarySBOM is the SBOM of one binary.
