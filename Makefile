@@ -5,9 +5,19 @@ SHELL := /usr/bin/env bash -o pipefail
 
 GO      ?= go
 BIN     := $(CURDIR)/bin
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
-COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
-DATE    ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+# SemVer with a leading "v": the tag, git describe's form after one, or
+# v0.0.0-dev-g<commit> (hack/version.sh); every artefact carries it.
+# Each is computed once per make run (not at each use), so that one run's
+# steps agree even if the tree changes meanwhile.
+ifeq ($(origin VERSION),undefined)
+VERSION := $(shell hack/version.sh)
+endif
+ifeq ($(origin COMMIT),undefined)
+COMMIT  := $(shell git rev-parse HEAD 2>/dev/null)
+endif
+ifeq ($(origin DATE),undefined)
+DATE    := $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+endif
 LDFLAGS := -X github.com/kubeblade/kubeblade/internal/version.version=$(VERSION) \
            -X github.com/kubeblade/kubeblade/internal/version.commit=$(COMMIT) \
            -X github.com/kubeblade/kubeblade/internal/version.date=$(DATE)
@@ -91,8 +101,9 @@ deploy-test: export PROMTOOL ?= $(shell hack/promtool.sh)
 # The cached tools of deploy-test and e2e-kubelet that share no Go build with
 # the control plane (make test builds them beside it, early).
 .PHONY: test-tools
-test-tools: ## Build (once; cached) promtool and the real node's containerd, CNI plugins and pause image.
+test-tools: ## Build (once; cached) promtool, the Distribution registry and the real node's containerd, CNI plugins and pause image.
 	@hack/promtool.sh >/dev/null
+	@hack/registry.sh >/dev/null
 	@hack/node-tools.sh --no-kubelet
 
 .PHONY: test
@@ -110,10 +121,17 @@ compat: envtest-assets ## Migration from compute-blade-agent: bladectl against o
 	  -run 'Compat|OldAgent|Translate|Import|Export|Bladectl|BladeConfigsApply|AgentRunsTranslation|MigrateConfig|FromBuild|PlainGoBuild|BindAddress' \
 	  ./internal/bladectl/ ./internal/oldagenttest/ ./internal/migrate/ ./cmd/kubeblade-agent/ ./internal/version/ ./internal/agentd/ ./internal/config/
 
+# deploy-test's image and release tests read the image make image wrote
+# (make test's, passed as HWTEST_IMAGE, or one built first) rather than
+# building their own, and publish releases of it to the CNCF Distribution
+# registry (hack/registry.sh builds it once from its Go module).
+deploy-test: export KUBEBLADE_REGISTRY ?= $(shell hack/registry.sh)
 .PHONY: deploy-test
-deploy-test: envtest-assets ## hack/deploy (its own module): chart, manifests, Flux example and image.
+deploy-test: envtest-assets $(if $(HWTEST_IMAGE),,image) ## hack/deploy (its own module): chart, manifests, Flux example, image, make release and make publish into a real registry.
 	cd hack/deploy && $(PLAIN) $(GO) vet ./... && KUBEBUILDER_ASSETS=$(K8S_ASSETS) \
-	  $(GOTEST) -race -count=1 -timeout 20m ./...
+	  KUBEBLADE_IMAGE_LAYOUT=$(hwtest_image) KUBEBLADE_RELEASE_VERSION=$(VERSION) KUBEBLADE_RELEASE_CREATED=$(DATE) \
+	  KUBEBLADE_RELEASE_LDFLAGS="$(LDFLAGS)" KUBEBLADE_RELEASE_TAGS=$(TAGS) \
+	  $(GOTEST) -race -count=1 -timeout 30m ./...
 
 .PHONY: test-talos
 test-talos: ## test/talos (its own module): every Talos patch in docs/, deploy/talos/ and bladectl doctor applied and validated by Talos's machinery; the extension's manifest.
@@ -140,6 +158,31 @@ verify-manifests: ## Fail if the chart's generated files or deploy/manifests are
 .PHONY: image
 image: ## Build the multi-arch (linux/arm64, linux/amd64) OCI image into dist/image, without Docker.
 	$(DEPLOYTOOL) image -out $(CURDIR)/dist/image -version $(VERSION) -created $(DATE) -tags $(TAGS) -ldflags "$(LDFLAGS)"
+
+# A release: everything dist/ holds (docs/releasing.md). KEY names a PEM
+# private key to sign with (cosign's format is signed with sigstore's Go
+# libraries); without it the release is unsigned.
+KEY ?=
+.PHONY: release
+release: image ## Write a release of VERSION to dist/: image, chart, archives, krew manifest, DKMS and Talos sources, SBOMs, SHA256SUMS, provenance (KEY=file.pem signs).
+	$(DEPLOYTOOL) release -out $(CURDIR)/dist -image $(CURDIR)/dist/image -version $(VERSION) -commit $(COMMIT) \
+	  -created $(DATE) -tags $(TAGS) -ldflags "$(LDFLAGS)" $(if $(KEY),-key $(abspath $(KEY))) $(if $(BUILDER),-builder "$(BUILDER)")
+
+# Publishing a release make release wrote: REGISTRY=host[:port][/path]
+# gets REGISTRY/kubeblade:VERSION (with its SBOM, and given KEY its cosign
+# signature and provenance attestation) and oci://REGISTRY/charts/kubeblade.
+# Credentials come from the Docker config file. PLAIN_HTTP=1 for a registry
+# without TLS that is not on loopback.
+REGISTRY ?=
+PLAIN_HTTP ?=
+.PHONY: publish
+publish: ## Push dist/'s release of VERSION to REGISTRY=host[:port]/path (image, signature, SBOM, provenance, chart); KEY=file.pem signs.
+	$(DEPLOYTOOL) publish -dist $(CURDIR)/dist -version $(VERSION) -registry "$(REGISTRY)" \
+	  $(if $(KEY),-key $(abspath $(KEY))) $(if $(PLAIN_HTTP),-plain-http)
+
+.PHONY: lint-workflows
+lint-workflows: ## actionlint (pinned, built once) on .github/workflows; every make target they run must exist.
+	hack/lint-workflows.sh
 
 .PHONY: fuzz
 fuzz: ## Fuzz the smart fan unit's frame decoder for FUZZTIME (CI runs it briefly in make test).
@@ -255,12 +298,12 @@ E2E_KUBELET_K8S_BINS := etcd kube-apiserver kube-controller-manager kube-schedul
 KUBELET_RIG_LOCK ?= /run/kubeblade-kubelet-rig.lock
 
 .PHONY: e2e-kubelet
-e2e-kubelet: image ## Real-kubelet end-to-end suite (root): the image as pods on a kubelet, containerd and runc, installed with the Helm chart.
+e2e-kubelet: $(if $(HWTEST_IMAGE),,image) ## Real-kubelet end-to-end suite (root): the image as pods on a kubelet, containerd and runc, installed with the Helm chart.
 	@hack/k8s-tools.sh $(E2E_KUBELET_K8S_BINS) >/dev/null
 	@hack/node-tools.sh >/dev/null
 	cd test/kubelet && $(PLAIN) $(GO) vet ./... && $(PLAIN) $(GO) build -o $(BIN)/e2e/helm helm.sh/helm/v4/cmd/helm
 	cd test/kubelet && $(PLAIN) KUBEBLADE_TEST_REQUIRED=1 flock $(KUBELET_RIG_LOCK) env KUBEBUILDER_ASSETS=$$($(CURDIR)/hack/k8s-tools.sh $(E2E_KUBELET_K8S_BINS)) \
-	  KUBEBLADE_NODE_ASSETS=$$($(CURDIR)/hack/node-tools.sh) KUBEBLADE_IMAGE=$(CURDIR)/dist/image KUBEBLADE_HELM=$(BIN)/e2e/helm \
+	  KUBEBLADE_NODE_ASSETS=$$($(CURDIR)/hack/node-tools.sh) KUBEBLADE_IMAGE=$(hwtest_image) KUBEBLADE_HELM=$(BIN)/e2e/helm \
 	  $(GOTEST) -count=1 -v -timeout 30m .
 
 .PHONY: bench-footprint

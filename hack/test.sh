@@ -59,9 +59,12 @@ lane() {
 # CPU, so what counts is that neither core idles and no work is done twice.
 #
 # Lane B first builds what shares nothing with the Go tree (the x86_64 and
-# arm64 guest kernels, the arm64 module, promtool, containerd, the CNI
-# plugins) and then runs the suites that need those, after building the
-# image once: the hardware suites take the agent out of it (HWTEST_IMAGE). It holds every step that installs
+# arm64 guest kernels, the arm64 module, promtool, the Distribution
+# registry, containerd, the CNI plugins, actionlint for lint-workflows) and
+# then runs the suites that need those, after building the image once: the
+# hardware suites take the agent out of it (HWTEST_IMAGE), and deploy-test
+# and e2e-kubelet use it too (deploy-test also makes releases of it and
+# publishes them to the registry). It holds every step that installs
 # Debian packages, so no two apt-get runs meet. Its Go suites wait for lane
 # A's verify-generated, which rewrites generated sources, and the control
 # plane's binaries are built under hack/k8s-tools.sh's lock, so whichever
@@ -73,7 +76,7 @@ lane() {
 #
 # In lane A, steps later ones depend on stop the run when they fail; test
 # suites do not, so one run shows every failing suite.
-lane_b_tools=(guest-kernel guest-kernel-arm64 kmod-arm64 dkms test-tools)
+lane_b_tools=(guest-kernel guest-kernel-arm64 kmod-arm64 dkms test-tools lint-workflows)
 lane_b_suites=(image hwtest hwtest-arm64 deploy-test e2e-kubelet)
 export HWTEST_IMAGE="$root/dist/image"
 lane_b_log="$TEST_REPORT_DIR/lane-b.log"

@@ -7,6 +7,8 @@
 //	deploytool manifests [-check]
 //	deploytool image -out dist/image -version v1.2.3 -ldflags '...'
 //	deploytool image-file -layout dist/image -platform linux/arm64 -path usr/local/bin/kubeblade-agent -out bin/x
+//	deploytool publish -dist dist -version v1.2.3 -registry host:port/path [-key cosign.key]
+//	deploytool release -out dist -image dist/image -version v1.2.3 -commit ... -created ... [-key cosign.key]
 package main
 
 import (
@@ -24,6 +26,7 @@ import (
 	"github.com/kubeblade/kubeblade/hack/deploy/chartsync"
 	"github.com/kubeblade/kubeblade/hack/deploy/image"
 	"github.com/kubeblade/kubeblade/hack/deploy/manifests"
+	"github.com/kubeblade/kubeblade/hack/deploy/release"
 	"github.com/kubeblade/kubeblade/hack/deploy/render"
 )
 
@@ -38,7 +41,7 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: deploytool sync-chart|manifests|image|image-file [flags]")
+		return fmt.Errorf("usage: deploytool sync-chart|manifests|image|image-file|release|publish [flags]")
 	}
 	root, err := render.RepoRoot()
 	if err != nil {
@@ -87,6 +90,51 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		fmt.Printf("wrote %s (index %s, version %s) in %s\n", *out, d, *version, time.Since(start).Round(time.Millisecond))
+		return nil
+	case "release":
+		out := fs.String("out", filepath.Join(root, "dist"), "directory to write the release to")
+		img := fs.String("image", "", "OCI layout of the image (make image's); empty: build it")
+		version := fs.String("version", "", "release version, vX.Y.Z (required)")
+		commit := fs.String("commit", "", "git commit released")
+		ldflags := fs.String("ldflags", "", "go build -ldflags (version stamping)")
+		tags := fs.String("tags", "", "go build -tags, comma-separated")
+		created := fs.Int64("created", 0, "release time, Unix seconds (required: the commit's time)")
+		repo := fs.String("image-repository", release.DefaultImageRepository, "image repository the signature and SBOM name")
+		key := fs.String("key", "", "PEM private key to sign with (optional)")
+		builder := fs.String("builder", "", "provenance builder id (the CI run's URL)")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if *version == "" {
+			return fmt.Errorf("release: -version is required (make release VERSION=vX.Y.Z)")
+		}
+		if *created <= 0 {
+			return fmt.Errorf("release: -created is required")
+		}
+		start := time.Now()
+		res, err := release.Make(ctx, release.Options{
+			Root: root, Out: *out, Version: *version, Commit: *commit, Created: time.Unix(*created, 0).UTC(),
+			LDFlags: *ldflags, Tags: *tags, ImageLayout: *img, ImageRepository: *repo, Key: *key, Builder: *builder, Log: os.Stderr,
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Printf("release %s: %d files in %s (image %s) in %s\n", *version, len(res.Files), *out, res.ImageDigest, time.Since(start).Round(time.Millisecond))
+		return nil
+	case "publish":
+		dist := fs.String("dist", filepath.Join(root, "dist"), "the release make release wrote")
+		version := fs.String("version", "", "the release's version (required)")
+		reg := fs.String("registry", "", "host[:port][/path] to publish to (required)")
+		key := fs.String("key", "", "PEM private key to sign the image and chart with (optional)")
+		plain := fs.Bool("plain-http", false, "talk HTTP to a registry that is not on loopback")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		res, err := release.Publish(ctx, release.PublishOptions{Root: root, Dist: *dist, Version: *version, Registry: *reg, Key: *key, PlainHTTP: *plain, Log: os.Stderr})
+		if err != nil {
+			return err
+		}
+		fmt.Printf("published %s@%s\n          %s:%s@%s\n", res.Image, res.ImageDigest, res.Chart, release.ChartVersion(*version), res.ChartDigest)
 		return nil
 	case "image-file":
 		dir := fs.String("layout", filepath.Join(root, "dist", "image"), "OCI image layout to read (make image's, or a release's)")

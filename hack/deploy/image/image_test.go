@@ -8,6 +8,7 @@ import (
 	"debug/elf"
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -20,32 +21,40 @@ import (
 	"github.com/kubeblade/kubeblade/hack/deploy/render"
 )
 
-// TestBuild runs the real build (what `make image` runs) into a temporary
-// OCI layout and reads it back: an index with linux/arm64 and linux/amd64,
-// each image holding the three binaries for its architecture with the
-// version stamped in, plus passwd/group for the non-root operator.
+// TestBuild reads an image build back: an index with linux/arm64 and
+// linux/amd64, each image holding the three binaries for its architecture
+// with the version stamped in, plus passwd/group for the non-root
+// operator. Under make test it checks the layout make image wrote, the
+// bytes every other suite and the release use ($KUBEBLADE_IMAGE_LAYOUT,
+// version $KUBEBLADE_RELEASE_VERSION); run alone it builds one into a
+// temporary directory first, as `make image` does.
 func TestBuild(t *testing.T) {
-	root, err := render.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
+	out, version := os.Getenv("KUBEBLADE_IMAGE_LAYOUT"), os.Getenv("KUBEBLADE_RELEASE_VERSION")
+	if out == "" {
+		root, err := render.RepoRoot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+		defer cancel()
+		out = filepath.Join(t.TempDir(), "image")
+		version = "v9.8.7-imagetest"
+		start := time.Now()
+		_, err = image.Build(ctx, image.Options{
+			Root:    root,
+			Out:     out,
+			Version: version,
+			LDFlags: "-X github.com/kubeblade/kubeblade/internal/version.version=" + version,
+			Tags:    "grpcnotrace",
+			Created: time.Unix(1700000000, 0).UTC(),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("built in %s", time.Since(start).Round(time.Second))
+	} else if version == "" {
+		t.Fatal("KUBEBLADE_IMAGE_LAYOUT is set without KUBEBLADE_RELEASE_VERSION, the version make image stamped")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	out := filepath.Join(t.TempDir(), "image")
-	const version = "v9.8.7-imagetest"
-	start := time.Now()
-	_, err = image.Build(ctx, image.Options{
-		Root:    root,
-		Out:     out,
-		Version: version,
-		LDFlags: "-X github.com/kubeblade/kubeblade/internal/version.version=" + version,
-		Tags:    "grpcnotrace",
-		Created: time.Unix(1700000000, 0).UTC(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("built in %s", time.Since(start).Round(time.Second))
 
 	lp, err := layout.FromPath(out)
 	if err != nil {
