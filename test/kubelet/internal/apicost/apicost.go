@@ -21,10 +21,11 @@ import (
 
 // Request is one API request, put together from its audit events.
 type Request struct {
-	ID       string
-	User     string
-	Verb     string
-	Resource string // resource[/subresource], or the path for non-resource URLs
+	ID        string
+	User      string
+	UserAgent string
+	Verb      string
+	Resource  string // resource[/subresource], or the path for non-resource URLs
 	// Start is when the API server received it; End when its response
 	// completed (zero for a watch still open at the end of the log).
 	Start, End time.Time
@@ -69,7 +70,7 @@ func Parse(in io.Reader) ([]Request, error) {
 		if !seen {
 			i = len(reqs)
 			byID[id] = i
-			reqs = append(reqs, Request{ID: id, User: ev.User.Username, Verb: ev.Verb, Resource: resource(&ev),
+			reqs = append(reqs, Request{ID: id, User: ev.User.Username, UserAgent: ev.UserAgent, Verb: ev.Verb, Resource: resource(&ev),
 				Start: ev.RequestReceivedTimestamp.Time})
 		}
 		r := &reqs[i]
@@ -96,16 +97,22 @@ func resource(ev *auditv1.Event) string {
 	return ev.ObjectRef.Resource
 }
 
-// Who names the client a user is, by the identities the real-kubelet
-// suite's node and kubeblade's Helm chart give them: "kubelet" (the Node's
-// kubelet), "agent" (kubeblade-agent's service account), "operator" (the
-// operator's); "" for anyone else.
-func Who(user, namespace string) string {
+// Who names the client that made a request, by the identities the
+// real-kubelet suite's node and kubeblade's Helm chart give them: "kubelet"
+// (the Node's kubelet), "agent" (kubeblade-agent's service account, from the
+// agent binary: its user agent starts with kubeblade-agent, which keeps out
+// a test's own requests with the pod's token), "operator" (the operator's
+// service account); "" for anyone else.
+func (r Request) Who(namespace string) string {
+	user := r.User
 	switch {
 	case strings.HasPrefix(user, "system:node:"):
 		return "kubelet"
 	case user == "system:serviceaccount:"+namespace+":kubeblade-agent":
-		return "agent"
+		if strings.HasPrefix(r.UserAgent, "kubeblade-agent") {
+			return "agent"
+		}
+		return ""
 	case strings.HasPrefix(user, "system:serviceaccount:"+namespace+":") && strings.Contains(user, "operator"):
 		return "operator"
 	}
@@ -153,7 +160,7 @@ func (c Cost) PerMinute() float64 {
 func Measure(reqs []Request, namespace, who string, from, to time.Time) Cost {
 	c := Cost{Window: to.Sub(from), Requests: map[string]int{}}
 	for _, r := range reqs {
-		if Who(r.User, namespace) != who {
+		if r.Who(namespace) != who {
 			continue
 		}
 		if r.Watch() && !r.Start.After(to) && (r.End.IsZero() || r.End.After(to)) {
@@ -176,7 +183,7 @@ func Measure(reqs []Request, namespace, who string, from, to time.Time) Cost {
 func First(reqs []Request, namespace, who string) time.Time {
 	var t time.Time
 	for _, r := range reqs {
-		if Who(r.User, namespace) == who && (t.IsZero() || r.Start.Before(t)) {
+		if r.Who(namespace) == who && (t.IsZero() || r.Start.Before(t)) {
 			t = r.Start
 		}
 	}
