@@ -289,6 +289,10 @@ bench-operator: envtest-assets ## 1 000 Nodes, 3 BladeConfigs on a local API ser
 bench: build build-standalone envtest-assets ## Every benchmark, one table: footprint, Kubernetes-mode latency, 1 000-agent fleet, operator. BENCH_DOC=docs/performance.md also writes it there.
 	hack/bench.sh $(if $(BENCH_DOC),-o $(BENCH_DOC))
 
+.PHONY: bench-scale
+bench-scale: envtest-assets ## The fleet at 1 000, 5 000 and 10 000 agents in one process (each its own connection), started at 20/s: API server CPU and memory, etcd size per blade, config propagation, writes. BENCH_DOC=docs/performance.md also writes it there.
+	hack/bench-scale.sh $(if $(BENCH_DOC),-o $(BENCH_DOC))
+
 .PHONY: reliability
 reliability: build envtest-assets ## Fault and bad-input suite (60 s API-server outage, kill -9, etcd restart, leader loss); prints a summary.
 	RELIABILITY_OUTAGE=$${RELIABILITY_OUTAGE:-60s} RELIABILITY_AGENT=$(BIN)/kubeblade-agent KUBEBLADE_TEST_REQUIRED=1 \
