@@ -306,6 +306,25 @@ e2e-kubelet: $(if $(HWTEST_IMAGE),,image) ## Real-kubelet end-to-end suite (root
 	  KUBEBLADE_NODE_ASSETS=$$($(CURDIR)/hack/node-tools.sh) KUBEBLADE_IMAGE=$(hwtest_image) KUBEBLADE_HELM=$(BIN)/e2e/helm \
 	  $(GOTEST) -count=1 -v -timeout 30m .
 
+# The API cost of one agent beside the kubelet, on the real-kubelet rig
+# (root; the rig's lock): its suite's first five steps, the last of which
+# reads the API server's audit log over APICOST_WINDOW of steady state.
+# BENCH_DOC=docs/performance.md also writes the table into its block there.
+APICOST_WINDOW ?= 10m
+.PHONY: bench-apicost
+bench-apicost: image ## Requests/min by verb and resource, bytes and watches of the kubelet, one agent and the operator, from the audit log of the real-kubelet rig (root); APICOST_WINDOW (10m) steady.
+	@hack/k8s-tools.sh $(E2E_KUBELET_K8S_BINS) >/dev/null
+	@hack/node-tools.sh >/dev/null
+	cd test/kubelet && $(PLAIN) $(GO) build -o $(BIN)/e2e/helm helm.sh/helm/v4/cmd/helm
+	$(GO) build -o $(BIN)/benchdoc ./hack/benchdoc
+	@$(if $(BENCH_DOC),$(BIN)/benchdoc -file $(BENCH_DOC) -block apicost -check)
+	cd test/kubelet && $(PLAIN) KUBEBLADE_TEST_REQUIRED=1 flock $(KUBELET_RIG_LOCK) env KUBEBUILDER_ASSETS=$$($(CURDIR)/hack/k8s-tools.sh $(E2E_KUBELET_K8S_BINS)) \
+	  KUBEBLADE_NODE_ASSETS=$$($(CURDIR)/hack/node-tools.sh) KUBEBLADE_IMAGE=$(CURDIR)/dist/image KUBEBLADE_HELM=$(BIN)/e2e/helm \
+	  KUBEBLADE_APICOST_WINDOW=$(APICOST_WINDOW) KUBEBLADE_APICOST_TABLE=$(BIN)/apicost.md \
+	  $(GO) test -count=1 -v -timeout 90m \
+	  -run 'TestRealKubelet/^(helm_install:|BladeConfig_produces|agent_Ready|Blade_written|API_cost)' . | grep -v -e '^=== '
+	@$(if $(BENCH_DOC),{ printf 'Measured by `make bench-apicost BENCH_DOC=$(BENCH_DOC)` (APICOST_WINDOW=$(APICOST_WINDOW)), %s, commit %s, %s CPUs, load average %s.\n\n' "$$(date -u '+%Y-%m-%d %H:%M UTC')" "$$(git rev-parse --short HEAD)" "$$(nproc)" "$$(cut -d' ' -f1-3 /proc/loadavg)"; cat $(BIN)/apicost.md; } | $(BIN)/benchdoc -file $(BENCH_DOC) -block apicost)
+
 .PHONY: bench-footprint
 bench-footprint: build build-standalone envtest-assets ## Agent memory and CPU over 60 s: lean standalone, full standalone, full in Kubernetes mode.
 	$(GO) build -o $(BIN)/kubeenv ./hack/kubeenv
@@ -320,6 +339,10 @@ bench-operator: envtest-assets ## 1 000 Nodes, 3 BladeConfigs on a local API ser
 .PHONY: bench
 bench: build build-standalone envtest-assets ## Every benchmark, one table: footprint, Kubernetes-mode latency, 1 000-agent fleet, operator. BENCH_DOC=docs/performance.md also writes it there.
 	hack/bench.sh $(if $(BENCH_DOC),-o $(BENCH_DOC))
+
+.PHONY: bench-scale
+bench-scale: envtest-assets ## The fleet at 1 000, 5 000 and 10 000 agents in one process (each its own connection), started at 20/s: API server CPU and memory, etcd size per blade, config propagation, writes. BENCH_DOC=docs/performance.md also writes it there.
+	hack/bench-scale.sh $(if $(BENCH_DOC),-o $(BENCH_DOC))
 
 .PHONY: reliability
 reliability: build envtest-assets ## Fault and bad-input suite (60 s API-server outage, kill -9, etcd restart, leader loss); prints a summary.

@@ -48,6 +48,8 @@ func TestRealKubelet(t *testing.T) {
 	step(t, stepDS, []string{stepInstall}, testDaemonSet)
 	step(t, stepAgent, []string{stepDS}, testAgentReady)
 	step(t, stepBlade, []string{stepAgent}, testBladeAndToken)
+	// Before the steps that change the Blade: it measures a quiet agent.
+	step(t, "API cost: one agent beside the kubelet (audit log)", []string{stepBlade}, testAPICost)
 	step(t, "identify annotation: Event and Blade status", []string{stepBlade}, testIdentify)
 	step(t, "BladeConfig change applied live, no restart", []string{stepBlade}, testLiveConfig)
 	step(t, "kill -9: the kubelet restarts the agent, the Blade resumes", []string{stepBlade}, testKill)

@@ -5,7 +5,20 @@
 // object exists, the time for a BladeConfig change to reach every blade,
 // API writes per minute at steady state and memory per agent.
 //
-//	go run ./test/bench/fleet [-agents 1000] [-settle 15s] [-quiet 90s] [-window 5m] [-fan-peers]
+//	go run ./test/bench/fleet [-agents 1000] [-rate 0] [-settle 15s] [-quiet 90s] [-window 5m] [-fan-peers]
+//
+// Each agent has its own client, rate limiter, HTTP transport and so its own
+// TCP and TLS connection to the API server, as agents on separate blades
+// would (client-go would otherwise hand every agent of the process the same
+// cached transport, k8s.io/client-go/transport/cache.go, v0.37.2; a dial
+// function of each agent's own makes its transport its own). -rate starts
+// the agents at that many per second, as a DaemonSet rollout would, instead
+// of all at once.
+//
+// Besides the agents' own figures it reads what the fleet costs the control
+// plane: kube-apiserver's CPU time over the start-up wave and over the
+// steady window, its resident memory, and etcd's database size, before the
+// agents started and after, each also per agent.
 //
 // -fan-peers declares blades 2i and 2i+1 each other's fan peer (Node
 // annotation kubeblade.io/fan-peer): every agent also watches its peer's
@@ -34,11 +47,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,8 +88,9 @@ func main() {
 	fanPeers := flag.Bool("fan-peers", false, "pair the blades as fan peers (kubeblade.io/fan-peer on each Node)")
 	heartbeat := flag.Duration("heartbeat", 0, "the agents' Blade heartbeat period (0: the agent's default, 5m)")
 	kill := flag.Int("kill", 0, "after the steady state, kill this many agents at once and time the operator's stale detection (runs the operator)")
+	rate := flag.Float64("rate", 0, "start the agents at this many per second (0: all at once)")
 	flag.Parse()
-	if err := run(*agents, *settle, *quiet, *window, *timeout, *fanPeers, *heartbeat, *kill); err != nil {
+	if err := run(*agents, *settle, *quiet, *window, *timeout, *fanPeers, *heartbeat, *kill, *rate); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
 	}
@@ -87,7 +101,7 @@ type blade struct {
 	rep *kubeagent.Reporter
 }
 
-func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, heartbeat time.Duration, kill int) error {
+func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, heartbeat time.Duration, kill int, rate float64) error {
 	klog.SetLogger(logr.Discard())
 	// The API server's in-flight limits are raised with the fleet: every
 	// agent starts with a burst of reads and writes, and past the limits
@@ -143,13 +157,24 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 		return err
 	}
 	memBefore := memStats()
-	agentCfg := rest.CopyConfig(cfg) // client-go's default QPS 5/burst 10, per agent: as a real agent
+	cp0, err := readControlPlane(ctx, env)
+	if err != nil {
+		return err
+	}
 	fleet := make([]blade, n)
 	stops := make([]func(), n)
 	var runErr atomic.Value
 	var wg sync.WaitGroup
 	start = time.Now()
 	for i, name := range names {
+		if rate > 0 {
+			// The start-up wave: agent i starts i/rate after the first.
+			time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
+		}
+		// client-go's default QPS 5/burst 10, per agent: as a real agent.
+		// The dial function is the agent's own, so is its transport.
+		agentCfg := rest.CopyConfig(cfg)
+		agentCfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 		// A short thermal time constant lets the fleet reach equilibrium
 		// quickly, so "steady state" is reached in seconds, not minutes.
 		sim := simulated.New(simulated.Options{Load: 0.2, TimeConstant: 2 * time.Second})
@@ -220,6 +245,13 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 		return fmt.Errorf("BladeConfig generation 1 not reported by all: %w", err)
 	}
 	fmt.Printf("all %d Blades report BladeConfig %s generation 1 %s after the agents started\n", n, configName, tGen1.Round(time.Millisecond))
+	cp1, err := readControlPlane(ctx, env)
+	if err != nil {
+		return err
+	}
+	startCPU := (cp1.apiCPU - cp0.apiCPU).Seconds()
+	fmt.Printf("start-up wave: kube-apiserver used %.1f CPU-s (%.1f CPU-ms per agent), etcd %.1f CPU-s\n",
+		startCPU, 1000*startCPU/float64(n), (cp1.etcdCPU - cp0.etcdCPU).Seconds())
 	if e := runErr.Load(); e != nil {
 		return e.(error)
 	}
@@ -247,16 +279,27 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 	fmt.Printf("BladeConfig change applied by all %d blades (Blade.status.config generation 2) %s after the update\n",
 		n, tConfig.Round(time.Millisecond))
 
-	var perMin, perBlade, cpuPct float64
+	var perMin, perBlade, cpuPct, apiPct float64
 	var elapsed time.Duration
 	if window > 0 {
 		fmt.Printf("waiting %s for the change's temperature drift to be written, then counting API writes for %s...\n", quiet, window)
 		time.Sleep(quiet)
 		w0, cpu0, t0 := writes(fleet), processCPU(), time.Now()
+		s0, err := readControlPlane(ctx, env)
+		if err != nil {
+			return err
+		}
 		time.Sleep(window) // the measurement window itself
 		var w1 uint64
 		var cpu1 time.Duration
 		w1, cpu1, elapsed = writes(fleet), processCPU(), time.Since(t0)
+		s1, err := readControlPlane(ctx, env)
+		if err != nil {
+			return err
+		}
+		apiPct = 100 * (s1.apiCPU - s0.apiCPU).Seconds() / elapsed.Seconds()
+		fmt.Printf("kube-apiserver CPU at steady state: %.1f %% of one core (%.4f %% per agent), etcd %.1f %%\n",
+			apiPct, apiPct/float64(n), 100*(s1.etcdCPU-s0.etcdCPU).Seconds()/elapsed.Seconds())
 		perMin = float64(w1-w0) / elapsed.Minutes()
 		perBlade = float64(w1-w0) / float64(n) / (elapsed.Minutes() / 5)
 		fmt.Printf("steady state: %d writes in %s = %.1f writes/min (%.3f per blade per 5 min; target <= 1)\n",
@@ -284,16 +327,42 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 		return e.(error)
 	}
 
-	api, etcd, err := env.ControlPlaneMemory()
+	cp2, err := readControlPlane(ctx, env)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("control plane memory: kube-apiserver %.0f MiB resident (peak %.0f MiB), etcd %.0f MiB (peak %.0f MiB)\n",
-		benchenv.MiB(api.RSS), benchenv.MiB(api.Peak), benchenv.MiB(etcd.RSS), benchenv.MiB(etcd.Peak))
-	fmt.Printf("fleet-result fan_peers=%t agents=%d created_s=%.2f blades_s=%.2f gen1_s=%.2f config_s=%.2f writes_per_min=%.1f writes_per_blade_5min=%.3f window_s=%.0f heap_kib=%.1f sys_kib=%.1f cpu_pct=%.1f killed=%d stale_after_kill_s=%.1f stale_after_heartbeat_s=%.1f apiserver_rss_mib=%.0f apiserver_peak_mib=%.0f etcd_rss_mib=%.0f etcd_peak_mib=%.0f\n",
-		fanPeers, n, tCreated.Seconds(), tBlades.Seconds(), tGen1.Seconds(), tConfig.Seconds(), perMin, perBlade,
-		elapsed.Seconds(), heapPer, sysPer, cpuPct, kill, staleS, staleHbS, benchenv.MiB(api.RSS), benchenv.MiB(api.Peak), benchenv.MiB(etcd.RSS), benchenv.MiB(etcd.Peak))
+	api, etcd := cp2.api, cp2.etcd
+	apiPerAgent := float64(api.RSS-cp0.api.RSS) / float64(n) // KiB
+	dbPerBlade := float64(cp2.dbInUse-cp0.dbInUse) / float64(n)
+	fmt.Printf("control plane memory: kube-apiserver %.0f MiB resident (peak %.0f MiB; %.0f MiB before the agents: %.1f KiB per agent), etcd %.0f MiB (peak %.0f MiB)\n",
+		benchenv.MiB(api.RSS), benchenv.MiB(api.Peak), benchenv.MiB(cp0.api.RSS), apiPerAgent, benchenv.MiB(etcd.RSS), benchenv.MiB(etcd.Peak))
+	fmt.Printf("etcd database: %.1f MiB in use (%.1f MiB file), %.1f MiB in use before the agents: %.2f KiB per blade\n",
+		float64(cp2.dbInUse)/(1<<20), float64(cp2.dbTotal)/(1<<20), float64(cp0.dbInUse)/(1<<20), dbPerBlade/1024)
+	fmt.Printf("fleet-result fan_peers=%t agents=%d rate=%g created_s=%.2f blades_s=%.2f gen1_s=%.2f config_s=%.2f writes_per_min=%.1f writes_per_blade_5min=%.3f window_s=%.0f heap_kib=%.1f sys_kib=%.1f cpu_pct=%.1f killed=%d stale_after_kill_s=%.1f stale_after_heartbeat_s=%.1f apiserver_rss_mib=%.0f apiserver_peak_mib=%.0f etcd_rss_mib=%.0f etcd_peak_mib=%.0f apiserver_start_cpu_s=%.1f apiserver_steady_pct=%.2f apiserver_kib_per_agent=%.1f etcd_db_inuse_mib=%.1f etcd_db_kib_per_blade=%.2f\n",
+		fanPeers, n, rate, tCreated.Seconds(), tBlades.Seconds(), tGen1.Seconds(), tConfig.Seconds(), perMin, perBlade,
+		elapsed.Seconds(), heapPer, sysPer, cpuPct, kill, staleS, staleHbS, benchenv.MiB(api.RSS), benchenv.MiB(api.Peak), benchenv.MiB(etcd.RSS), benchenv.MiB(etcd.Peak),
+		startCPU, apiPct, apiPerAgent, float64(cp2.dbInUse)/(1<<20), dbPerBlade/1024)
 	return nil
+}
+
+// controlPlane is one reading of what kube-apiserver and etcd use.
+type controlPlane struct {
+	apiCPU, etcdCPU  time.Duration
+	api, etcd        benchenv.Memory
+	dbTotal, dbInUse int64
+}
+
+func readControlPlane(ctx context.Context, env *benchenv.Env) (controlPlane, error) {
+	var c controlPlane
+	var err error
+	if c.apiCPU, c.etcdCPU, err = env.ControlPlaneCPU(); err != nil {
+		return c, err
+	}
+	if c.api, c.etcd, err = env.ControlPlaneMemory(); err != nil {
+		return c, err
+	}
+	c.dbTotal, c.dbInUse, err = env.EtcdDBSize(ctx)
+	return c, err
 }
 
 // bladeWatch counts Blades, and Blades reporting a BladeConfig generation,
@@ -442,13 +511,6 @@ func memStats() runtime.MemStats {
 }
 
 func processCPU() time.Duration {
-	b, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100 // USER_HZ is 100 on Linux
+	d, _ := benchenv.ProcessCPU("/proc/self")
+	return d
 }

@@ -4,8 +4,10 @@
 package benchenv
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -133,42 +136,128 @@ func SelfMemory() (Memory, error) { return readMemory("/proc/self") }
 // and etcd from /proc: the processes whose command lines name the API
 // server's port and etcd's client URL.
 func (e *Env) ControlPlaneMemory() (apiserver, etcd Memory, err error) {
-	u, err := url.Parse(e.Config.Host)
+	p, err := e.controlPlane()
 	if err != nil {
 		return Memory{}, Memory{}, err
 	}
+	if apiserver, err = readMemory(p.apiserver); err != nil {
+		return Memory{}, Memory{}, err
+	}
+	etcd, err = readMemory(p.etcd)
+	return apiserver, etcd, err
+}
+
+// ControlPlaneCPU is the CPU time (user and system) kube-apiserver and etcd
+// have used since they started, from /proc/<pid>/stat.
+func (e *Env) ControlPlaneCPU() (apiserver, etcd time.Duration, err error) {
+	p, err := e.controlPlane()
+	if err != nil {
+		return 0, 0, err
+	}
+	if apiserver, err = ProcessCPU(p.apiserver); err != nil {
+		return 0, 0, err
+	}
+	etcd, err = ProcessCPU(p.etcd)
+	return apiserver, etcd, err
+}
+
+// EtcdDBSize reads etcd's database size from its metrics: the file's size
+// (etcd_mvcc_db_total_size_in_bytes, which keeps the space of compacted
+// revisions until a defragmentation) and the part in use
+// (etcd_mvcc_db_total_size_in_use_in_bytes). Metric names:
+// go.etcd.io/etcd/server/v3/storage/mvcc/metrics.go, v3.6.
+func (e *Env) EtcdDBSize(ctx context.Context) (total, inUse int64, err error) {
+	p, err := e.controlPlane()
+	if err != nil {
+		return 0, 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(p.etcdURL, "/")+"/metrics", nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 2 {
+			continue
+		}
+		v, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "etcd_mvcc_db_total_size_in_bytes":
+			total = int64(v)
+		case "etcd_mvcc_db_total_size_in_use_in_bytes":
+			inUse = int64(v)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, 0, err
+	}
+	if total == 0 {
+		return 0, 0, fmt.Errorf("etcd at %s reports no etcd_mvcc_db_total_size_in_bytes", p.etcdURL)
+	}
+	return total, inUse, nil
+}
+
+type controlPlaneProcs struct {
+	apiserver, etcd string // /proc/<pid>
+	etcdURL         string
+}
+
+func (e *Env) controlPlane() (controlPlaneProcs, error) {
+	var p controlPlaneProcs
+	u, err := url.Parse(e.Config.Host)
+	if err != nil {
+		return p, err
+	}
 	apiArg := "--secure-port=" + u.Port()
-	var etcdArg string
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	cmdlines := map[string][]string{}
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
+	for _, c := range procs {
+		b, err := os.ReadFile(c)
 		if err != nil || len(b) == 0 {
 			continue
 		}
 		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		cmdlines[filepath.Dir(p)] = args
+		cmdlines[filepath.Dir(c)] = args
 		if filepath.Base(args[0]) == "kube-apiserver" && slices.Contains(args, apiArg) {
-			if apiserver, err = readMemory(filepath.Dir(p)); err != nil {
-				return Memory{}, Memory{}, err
-			}
+			p.apiserver = filepath.Dir(c)
 			for _, a := range args {
 				if v, ok := strings.CutPrefix(a, "--etcd-servers="); ok {
-					etcdArg = "--listen-client-urls=" + v
+					p.etcdURL = v
 				}
 			}
 		}
 	}
-	if apiserver.RSS == 0 || etcdArg == "" {
-		return Memory{}, Memory{}, fmt.Errorf("no kube-apiserver process with %s", apiArg)
+	if p.apiserver == "" || p.etcdURL == "" {
+		return p, fmt.Errorf("no kube-apiserver process with %s", apiArg)
 	}
 	for dir, args := range cmdlines {
-		if filepath.Base(args[0]) == "etcd" && slices.Contains(args, etcdArg) {
-			etcd, err = readMemory(dir)
-			return apiserver, etcd, err
+		if filepath.Base(args[0]) == "etcd" && slices.Contains(args, "--listen-client-urls="+p.etcdURL) {
+			p.etcd = dir
+			return p, nil
 		}
 	}
-	return apiserver, Memory{}, fmt.Errorf("no etcd process with %s", etcdArg)
+	return p, fmt.Errorf("no etcd process with --listen-client-urls=%s", p.etcdURL)
+}
+
+// ProcessCPU reads the user and system CPU time of the process whose /proc
+// directory is procDir ("/proc/self" for the caller).
+func ProcessCPU(procDir string) (time.Duration, error) {
+	b, err := os.ReadFile(filepath.Join(procDir, "stat"))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100, nil // USER_HZ is 100 on Linux
 }
 
 func readMemory(procDir string) (Memory, error) {

@@ -134,6 +134,9 @@ type Node struct {
 	LogDir, PodLogDir string
 	// KubeletRoot is the kubelet's root directory (pod volumes).
 	KubeletRoot string
+	// AuditLog is kube-apiserver's audit log (JSON lines, AuditPolicy):
+	// every request of the kubelet and of kubeblade's service accounts.
+	AuditLog string
 
 	ledger  *ledger
 	procs   []*process
@@ -150,6 +153,7 @@ var (
 	cniConfDir    = filepath.Join(StateDir, "cni", "net.d")
 	cniDataDir    = filepath.Join(StateDir, "cni", "networks")
 	logDir        = filepath.Join(StateDir, "logs")
+	auditPolicy   = filepath.Join(StateDir, "audit-policy.yaml")
 	podLogDir     = filepath.Join(StateDir, "pod-logs")
 	containerRun  = filepath.Join(RunDir, "containerd")
 )
@@ -173,7 +177,8 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 		return nil, err
 	}
 	n = &Node{Assets: o.Assets, ledger: l, logf: o.Logf, LogDir: logDir, PodLogDir: podLogDir, KubeletRoot: kubeletRoot,
-		ctrSock: filepath.Join(containerRun, "containerd.sock")}
+		AuditLog: filepath.Join(logDir, "audit.log"),
+		ctrSock:  filepath.Join(containerRun, "containerd.sock")}
 	defer func() {
 		if err != nil {
 			n.saveLogs()
@@ -321,8 +326,27 @@ func waitFor(ctx context.Context, p *process, timeout time.Duration, what string
 	return nil
 }
 
+// AuditPolicy is the kube-apiserver audit policy of the node: the
+// requests of the kubelet (group system:nodes) and of kubeblade's service
+// accounts, with their request and response objects (the API cost
+// measurement counts their sizes), and nothing else. Policy format:
+// k8s.io/apiserver/pkg/apis/audit/v1 (types.go, Policy), v0.37.2. The
+// RequestReceived stage is left out: a request is logged once when it
+// completes, and a watch also when it starts (ResponseStarted).
+const AuditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: RequestResponse
+  userGroups: ["system:nodes", "system:serviceaccounts:kubeblade-system"]
+- level: None
+`
+
 func (n *Node) startControlPlane(ctx context.Context) error {
 	a := n.Assets
+	if err := os.WriteFile(auditPolicy, []byte(AuditPolicy), 0o644); err != nil {
+		return err
+	}
 	etcd, err := n.start("etcd", a.k8s("etcd"),
 		"--name=kubeblade-e2e", "--data-dir="+etcdDir,
 		"--listen-client-urls=http://127.0.0.1:2379", "--advertise-client-urls=http://127.0.0.1:2379",
@@ -359,6 +383,9 @@ func (n *Node) startControlPlane(ctx context.Context) error {
 		"--allow-privileged=true",
 		"--kubelet-client-certificate="+pkiPath("apiserver-kubelet-client.crt"), "--kubelet-client-key="+pkiPath("apiserver-kubelet-client.key"),
 		"--kubelet-certificate-authority="+pkiPath("ca.crt"), "--kubelet-preferred-address-types=InternalIP",
+		"--audit-policy-file="+auditPolicy, "--audit-log-path="+n.AuditLog, "--audit-log-format=json",
+		// One file for the whole run (no rotation), written as requests end.
+		"--audit-log-maxsize=0", "--audit-log-mode=blocking",
 		"--profiling=false")
 	if err != nil {
 		return err
