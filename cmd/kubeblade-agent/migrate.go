@@ -26,6 +26,7 @@ func migrateConfig(args []string, stdout, stderr io.Writer) error {
 	name := flags.String("name", migrate.BladeConfigName, "the BladeConfig's name (-o bladeconfig)")
 	write := flags.String("write", "", "write the result to this file (only if it does not exist, unless --force) instead of stdout")
 	force := flags.Bool("force", false, "let --write replace an existing file")
+	speedAsPercent := flags.Bool("speed-as-percent", false, "take fan_controller.steps[].speed, which the old agent never read (it ran such steps at 0 %), as the percent it meant")
 	flags.Usage = func() {
 		fmt.Fprintf(stderr, `Usage: kubeblade-agent migrate-config [flags] [PATH]
 
@@ -64,7 +65,7 @@ line, and nothing is written.
 	if err != nil {
 		return err
 	}
-	res, err := migrate.TranslateAgentConfig(raw, path, target)
+	res, err := migrate.TranslateAgentConfig(raw, path, target, migrate.TranslateOptions{SpeedAsPercent: *speedAsPercent})
 	if findings, ok := migrate.AsError(err); ok {
 		for _, f := range findings {
 			fmt.Fprintf(stderr, "error: %s\n", f)

@@ -126,3 +126,52 @@ func TestMigrateConfigUsage(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 }
+
+// TestMigrateConfigSpeedSteps: testdata/default-config-99920370.yaml is
+// compute-blade-agent's cmd/agent/default-config.yaml at
+// 99920370fba8176dc34243d28281aa343f437fc5, byte for byte: its fan steps
+// say speed, which that agent never read (pkg/fancontroller read percent),
+// so it ran them at 0 %. migrate-config says so and writes nothing; with
+// --speed-as-percent it takes speed as percent and warns for each step.
+func TestMigrateConfigSpeedSteps(t *testing.T) {
+	in, err := filepath.Abs(filepath.Join("testdata", "default-config-99920370.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "agent.yaml")
+	var stdout, stderr bytes.Buffer
+	if err := migrateConfig([]string{"--write", out, in}, &stdout, &stderr); !errors.Is(err, errReported) {
+		t.Fatalf("err = %v\n%s", err, stderr.String())
+	}
+	for _, want := range []string{
+		"error: " + in + ":44: fan_controller.steps[0].percent: missing; this step has speed: 40 instead, a key the old agent never read (it reads percent; its own default config said speed by mistake until a8d470d), so that agent ran this step at 0 %. Write percent: 40 if that is what was meant (or pass --speed-as-percent to take every speed as percent), or percent: 0 to keep what the old agent did\n",
+		"error: " + in + ":46: fan_controller.steps[1].percent: missing; this step has speed: 80 instead",
+	} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("%s was written", out)
+	}
+
+	stderr.Reset()
+	if err := migrateConfig([]string{"--speed-as-percent", "--write", out, in}, &stdout, &stderr); err != nil {
+		t.Fatalf("--speed-as-percent: %v\n%s", err, stderr.String())
+	}
+	for _, want := range []string{
+		"warning: " + in + ":44: fan_controller.steps[0].speed: taken as percent: 40 (--speed-as-percent); the old agent never read speed and ran this step at 0 %, so kubeblade runs the fan faster here than the old agent did\n",
+		"warning: " + in + ":46: fan_controller.steps[1].speed: taken as percent: 80 (--speed-as-percent)",
+	} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	cfg, _, err := config.Load(out, nil)
+	if err != nil {
+		t.Fatalf("the agent refuses the written file: %v", err)
+	}
+	if c := cfg.FanCurve; len(c) != 2 || c[0].TemperatureCelsius != 45 || c[0].Percent != 40 || c[1].TemperatureCelsius != 55 || c[1].Percent != 80 {
+		t.Errorf("fan curve %+v, want 45 °C 40 %%, 55 °C 80 %%", c)
+	}
+}

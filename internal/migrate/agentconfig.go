@@ -51,11 +51,20 @@ type AgentConfig struct {
 	set map[string]any
 }
 
+// TranslateOptions tune TranslateAgentConfig.
+type TranslateOptions struct {
+	// SpeedAsPercent takes a fan step's speed, which the old agent never
+	// read, as the percent it evidently meant (migrate-config's
+	// --speed-as-percent), with a warning; without it such a step fails
+	// the translation with an explanation.
+	SpeedAsPercent bool
+}
+
 // TranslateAgentConfig translates the old agent's config.yaml (raw, read
 // from file, which only names it in messages). It fails, naming every key
 // and line at fault, on a file the old agent could not have run with, on
 // values kubeblade refuses, and on anything that is not such a config.
-func TranslateAgentConfig(raw []byte, file string, target Target) (*AgentConfig, error) {
+func TranslateAgentConfig(raw []byte, file string, target Target, o TranslateOptions) (*AgentConfig, error) {
 	f := &findings{file: file}
 	root := parseMapping(raw, f)
 	if root == nil {
@@ -68,7 +77,7 @@ func TranslateAgentConfig(raw []byte, file string, target Target) (*AgentConfig,
 	if err := looksLikeOldAgentConfig(top, f); err != nil {
 		return nil, err
 	}
-	t := &agentTranslation{f: f, target: target, set: map[string]any{}}
+	t := &agentTranslation{f: f, target: target, o: o, set: map[string]any{}}
 	t.translate(top)
 	if err := f.err(); err != nil {
 		return nil, err
@@ -119,6 +128,7 @@ func hasKey(m *mapping, k string) bool { _, ok := m.byKey[k]; return ok }
 type agentTranslation struct {
 	f      *findings
 	target Target
+	o      TranslateOptions
 	set    map[string]any
 }
 
@@ -481,8 +491,13 @@ func (t *agentTranslation) fanCurve(top *mapping) {
 			st.temp, st.line, st.valid = int64(r), te.val.Line, true
 		}
 		if pe, ok := m.get("percent"); !ok {
-			t.f.fail(resolve(n).Line, sk+".percent", "missing")
-			st.valid = false
+			if se, ok := m.get("speed"); ok {
+				st.pct, ok = t.speedStep(se, sk)
+				st.valid = st.valid && ok
+			} else {
+				t.f.fail(resolve(n).Line, sk+".percent", "missing")
+				st.valid = false
+			}
 		} else if v, err := asWhole(pe.val, 0, 100); err != nil {
 			t.f.fail(pe.val.Line, sk+"."+pe.name, "%v", err)
 			st.valid = false
@@ -508,6 +523,31 @@ func (t *agentTranslation) fanCurve(top *mapping) {
 		curve = append(curve, map[string]any{"temperatureCelsius": st.temp, "percent": st.pct})
 	}
 	t.put("fanCurve", curve)
+}
+
+// speedStep reads a fan step that has speed where the old agent read
+// percent. compute-blade-agent's own default config wrote the steps with
+// speed at 7f166f2ed37af3cf005824a7bb9337e7fff9652d and
+// 99920370fba8176dc34243d28281aa343f437fc5 (cmd/agent/default-config.yaml)
+// while pkg/fancontroller/fancontroller.go read only
+// `mapstructure:"percent"`; viper's Unmarshal ignores unknown keys, so the
+// agent ran such a step at 0 %. a8d470d4f9ec2749e1067474805f67639cd24c09
+// changed the default to percent. Files copied from the old default still
+// have speed.
+func (t *agentTranslation) speedStep(se *entry, sk string) (int64, bool) {
+	if !t.o.SpeedAsPercent {
+		t.f.fail(se.val.Line, sk+".percent", "missing; this step has %s: %s instead, a key the old agent never read (it reads percent; its own default config said speed by mistake until a8d470d), so that agent ran this step at 0 %%. "+
+			"Write percent: %s if that is what was meant (or pass --speed-as-percent to take every speed as percent), or percent: 0 to keep what the old agent did",
+			se.name, se.val.Value, se.val.Value)
+		return 0, false
+	}
+	v, err := asWhole(se.val, 0, 100)
+	if err != nil {
+		t.f.fail(se.val.Line, sk+"."+se.name, "%v", err)
+		return 0, false
+	}
+	t.f.warn(se.val.Line, sk+"."+se.name, "taken as percent: %d (--speed-as-percent); the old agent never read speed and ran this step at 0 %%, so kubeblade runs the fan faster here than the old agent did", v)
+	return v, true
 }
 
 // result validates the translation the way the agent reads its file and a

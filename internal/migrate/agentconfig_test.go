@@ -77,7 +77,7 @@ func TestTranslateSamples(t *testing.T) {
 				{TargetAgentFile, "agent", func(a *AgentConfig) ([]byte, error) { return a.AgentYAML(path) }},
 				{TargetBladeConfig, "bladeconfig", func(a *AgentConfig) ([]byte, error) { return a.BladeConfigYAML(path, BladeConfigName) }},
 			} {
-				res, err := TranslateAgentConfig(raw, path, tc.target)
+				res, err := TranslateAgentConfig(raw, path, tc.target, TranslateOptions{})
 				if err != nil {
 					t.Fatalf("%s: %v", tc.suffix, err)
 				}
@@ -142,7 +142,7 @@ func TestTranslateMeaning(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := TranslateAgentConfig(raw, tc.file, tc.target)
+			res, err := TranslateAgentConfig(raw, tc.file, tc.target, TranslateOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -235,7 +235,7 @@ func TestTranslateRefuses(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			for _, target := range []Target{TargetAgentFile, TargetBladeConfig} {
-				res, err := TranslateAgentConfig([]byte(tc.in), "cfg.yaml", target)
+				res, err := TranslateAgentConfig([]byte(tc.in), "cfg.yaml", target, TranslateOptions{})
 				if err == nil {
 					t.Fatalf("translated: %+v", res.Config)
 				}
@@ -257,7 +257,7 @@ func TestTranslateRefuses(t *testing.T) {
 func TestTranslateWarnings(t *testing.T) {
 	in := "log:\n  mode: development\nlisten:\n  grpc: /run/kubeblade/agent.sock\n  mode: unix\n  authenticated: true\n" +
 		"hal:\n  rpm_reporting_standard_fan_unit: true\n  fancy: 1\nfan_speed:\n  speed: 80\nfan_controller:\n  kind: linear\n  steps:\n    - {temperature: 40, percent: 30, curve: x}\nextra: 1\n"
-	res, err := TranslateAgentConfig([]byte(in), "cfg.yaml", TargetAgentFile)
+	res, err := TranslateAgentConfig([]byte(in), "cfg.yaml", TargetAgentFile, TranslateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

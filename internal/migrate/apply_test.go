@@ -79,7 +79,7 @@ func TestBladeConfigsApply(t *testing.T) {
 	for path, raw := range oldSamples(t) {
 		name := strings.TrimSuffix(filepath.Base(path), ".yaml")
 		t.Run(name, func(t *testing.T) {
-			res, err := migrate.TranslateAgentConfig(raw, path, migrate.TargetBladeConfig)
+			res, err := migrate.TranslateAgentConfig(raw, path, migrate.TargetBladeConfig, migrate.TranslateOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,7 +124,7 @@ func TestAgentRunsTranslation(t *testing.T) {
 	for path, raw := range oldSamples(t) {
 		name := strings.TrimSuffix(filepath.Base(path), ".yaml")
 		t.Run(name, func(t *testing.T) {
-			res, err := migrate.TranslateAgentConfig(raw, path, migrate.TargetAgentFile)
+			res, err := migrate.TranslateAgentConfig(raw, path, migrate.TargetAgentFile, migrate.TranslateOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -47,12 +47,23 @@ type oldCert struct {
 }
 
 // IsOldBladectlConfig reports whether raw is the old bladectl's format
-// rather than kubeblade's: kubeblade's files carry an apiVersion, the old
-// ones never do; a file with neither an apiVersion nor a cert block is
-// kubeblade's when kubeblade's strict parser takes it.
+// rather than kubeblade's, by its structure. kubeblade writes an apiVersion
+// and kind into every file (clientconfig.Marshal); the old agent writes
+// neither (internal/agent/api_certificates.go of compute-blade-agent
+// 422cf18555ed2a7be290de6d82e7246209f73fb6 marshals
+// cmd/bladectl/config.BladectlConfig: blades: [{name, blade: {server,
+// cert}}], current-blade), and leaves the cert block out altogether in
+// unix-socket mode and in plaintext TCP mode, writing a bare socket path
+// or localhost:<port> as the server. So a file without apiVersion and kind
+// whose blades hold nothing but server and cert is the old format, unless
+// every server is a unix:// URL without certificates, which both formats
+// read alike. A blade with one of kubeblade's own keys (tls-server-name,
+// certificate-authority-data, …) makes it kubeblade's, whose strict parser
+// then says what is wrong.
 func IsOldBladectlConfig(raw []byte) bool {
 	var probe struct {
-		APIVersion string `yaml:"apiVersion"`
+		APIVersion *string `yaml:"apiVersion"`
+		Kind       *string `yaml:"kind"`
 		Blades     []struct {
 			Blade map[string]any `yaml:"blade"`
 		} `yaml:"blades"`
@@ -61,18 +72,25 @@ func IsOldBladectlConfig(raw []byte) bool {
 		// Let the old format's parser report where the YAML breaks.
 		return !strings.Contains(string(raw), "apiVersion:")
 	}
-	if probe.APIVersion != "" {
+	if probe.APIVersion != nil || probe.Kind != nil {
 		return false
 	}
+	onlyUnixURLs := true
 	for _, b := range probe.Blades {
-		for k := range b.Blade {
-			if strings.EqualFold(k, "cert") {
-				return true
+		for k, v := range b.Blade {
+			switch strings.ToLower(k) {
+			case "cert":
+				onlyUnixURLs = false
+			case "server":
+				if s, ok := v.(string); !ok || !strings.HasPrefix(s, "unix://") {
+					onlyUnixURLs = false
+				}
+			default:
+				return false
 			}
 		}
 	}
-	_, err := clientconfig.Parse(raw)
-	return err != nil
+	return len(probe.Blades) > 0 && !onlyUnixURLs
 }
 
 // ImportOptions tune ImportBladectlConfig.

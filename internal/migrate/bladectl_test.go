@@ -267,6 +267,55 @@ func TestImportSkipPlaintext(t *testing.T) {
 	}
 }
 
+// The old agent's bladectl config in the modes where it writes no cert
+// block, byte for byte: compute-blade-agent 422cf18555ed2a7be290de6d82e7246209f73fb6
+// internal/agent/api_certificates.go (EnsureUnauthenticatedBladectlConfig)
+// marshals cmd/bladectl/config.NewBladectlConfig(server) with yaml.v3, the
+// cert block omitted (omitempty of a zero struct): in unix mode the server
+// is listen.grpc as configured (the default config's
+// /tmp/compute-blade-agent.sock), in plaintext TCP mode localhost:<port>.
+const (
+	oldUnixModeFile = "blades:\n" +
+		"    - name: blade-pi2\n" +
+		"      blade:\n" +
+		"        server: /tmp/compute-blade-agent.sock\n" +
+		"current-blade: blade-pi2\n"
+	oldPlaintextTCPModeFile = "blades:\n" +
+		"    - name: blade-pi3\n" +
+		"      blade:\n" +
+		"        server: localhost:8081\n" +
+		"current-blade: blade-pi3\n"
+)
+
+// TestImportOldAgentFilesWithoutCertBlock: the files the old agent
+// writes without TLS are recognised as the old format: the socket path
+// becomes a unix:// URL kubeblade can dial, and the plaintext TCP blade
+// is refused, saying why.
+func TestImportOldAgentFilesWithoutCertBlock(t *testing.T) {
+	for name, in := range map[string]string{"unix mode": oldUnixModeFile, "plaintext TCP mode": oldPlaintextTCPModeFile} {
+		if !IsOldBladectlConfig([]byte(in)) {
+			t.Errorf("%s: the old agent's file is not recognised as the old format", name)
+		}
+	}
+	cfg, warnings, err := ImportBladectlConfig([]byte(oldUnixModeFile), "config.yaml", ImportOptions{})
+	if err != nil || len(warnings) != 0 {
+		t.Fatalf("unix mode: %v %v", err, warnings)
+	}
+	want := &clientconfig.Config{CurrentBlade: "blade-pi2", Blades: []clientconfig.NamedBlade{
+		{Name: "blade-pi2", Blade: clientconfig.Blade{Server: "unix:///tmp/compute-blade-agent.sock"}},
+	}}
+	if diff := cmp.Diff(want, cfg); diff != "" {
+		t.Errorf("unix mode (-want +got):\n%s", diff)
+	}
+	if err := cfg.Blades[0].Blade.Validate(); err != nil {
+		t.Errorf("unix mode: the imported blade is unusable: %v", err)
+	}
+	_, _, err = ImportBladectlConfig([]byte(oldPlaintextTCPModeFile), "config.yaml", ImportOptions{})
+	if err == nil || !strings.Contains(err.Error(), `config.yaml:4: blade "blade-pi3".blade.server: localhost:8081 has no cert block: the old bladectl reached it without TLS, and kubeblade's bladectl speaks TCP only with mutual TLS`) {
+		t.Errorf("plaintext TCP mode: %v", err)
+	}
+}
+
 func TestIsOldBladectlConfig(t *testing.T) {
 	c := newCreds(t)
 	kb, err := clientconfig.Marshal(clientconfig.Default())
@@ -278,7 +327,11 @@ func TestIsOldBladectlConfig(t *testing.T) {
 		string(kb): false,
 		"blades:\n- name: x\n  blade:\n    server: unix:///run/kubeblade/agent.sock\n": false, // both read it alike
 		"blades:\n- name: x\n  blade:\n    server: /tmp/a.sock\n    cert: {}\n":        true,
-		"blades: [\n": true,
+		"blades: [\n":           true,
+		oldUnixModeFile:         true,
+		oldPlaintextTCPModeFile: true,
+		// kubeblade's keys: kubeblade's format, whatever the apiVersion.
+		"blades:\n- name: x\n  blade:\n    server: b:1\n    certificate-authority-data: eA==\n": false,
 	} {
 		if got := IsOldBladectlConfig([]byte(in)); got != want {
 			t.Errorf("IsOldBladectlConfig(%.60q) = %v", in, got)
