@@ -301,9 +301,13 @@ func TestCompatFanAutoRefusedOnHotOldAgent(t *testing.T) {
 	}
 	testwait.Eventually(t, 10*time.Second, "old1 critical", func(context.Context) (bool, string) { return f.old1.State().Critical, "" })
 
+	// bladectl refuses this itself, and says so: the agent was never asked.
 	r := f.run(t, "fan", "auto", "-b", "old1")
-	if r.code != ExitFailed || r.stderr != "old1: refused by the agent: the blade is in critical mode; the old agent would let its fan leave 100 % (fan auto not sent)\n" {
+	if r.code != ExitFailed || r.stderr != "old1: fan auto not sent: the blade is in critical mode, and the old agent would let its fan leave 100 % while it is still hot (kubeblade's agent keeps it); bladectl refuses it\n" {
 		t.Fatalf("fan auto: exit %d stderr %q", r.code, r.stderr)
+	}
+	if strings.Contains(r.stderr, "refused by the agent") {
+		t.Errorf("bladectl's own refusal is worded as the agent's: %q", r.stderr)
 	}
 	if o := f.old1.State().FanOverride; o == nil || *o != 100 || f.old1.Calls("SetFanSpeedAuto") != 0 {
 		t.Errorf("fan override %v, SetFanSpeedAuto calls %d", o, f.old1.Calls("SetFanSpeedAuto"))
@@ -563,5 +567,132 @@ func TestCompatBadInputWritesNothing(t *testing.T) {
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("%s written", out)
+	}
+}
+
+// TestCompatImportOldAgentWithoutTLS: an old agent in unix-socket mode and
+// one in plaintext TCP mode each write their bladectl config without a
+// cert block (oldagenttest.WriteBladectlConfig, the old agent's writer).
+// Both are read as the old format: the socket's bare path becomes a unix://
+// URL bladectl reaches the agent at, and the plaintext TCP blade is refused
+// with the reason, changing nothing.
+func TestCompatImportOldAgentWithoutTLS(t *testing.T) {
+	f := newMixedFleet(t)
+	unixAgent := oldagenttest.Start(t, oldagenttest.Options{})
+	plainAgent := oldagenttest.Start(t, oldagenttest.Options{TCP: true})
+	unixFile := filepath.Join(f.dir, "unix", "config.yaml")
+	plainFile := filepath.Join(f.dir, "plain", "config.yaml")
+	if err := oldagenttest.WriteBladectlConfig(unixFile, "pi-unix", unixAgent.BladectlEntry("pi-unix")); err != nil {
+		t.Fatal(err)
+	}
+	if err := oldagenttest.WriteBladectlConfig(plainFile, "pi-plain", plainAgent.BladectlEntry("pi-plain")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{unixFile, plainFile} {
+		if raw, _ := os.ReadFile(p); strings.Contains(string(raw), "cert") {
+			t.Fatalf("%s has a cert block; the old agent writes none in this mode:\n%s", p, raw)
+		}
+	}
+
+	r := f.run(t, "config", "import", unixFile)
+	if r.code != ExitOK || r.stdout != "blade \"pi-unix\" imported (from compute-blade-agent's bladectl config)\n" || r.stderr != "" {
+		t.Fatalf("import of the unix-mode file: %+v", r)
+	}
+	cfg, _, err := clientconfig.Load(f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := cfg.Lookup("pi-unix"); b.Server != "unix://"+unixAgent.Socket {
+		t.Errorf("pi-unix server %q, want unix://%s", b.Server, unixAgent.Socket)
+	}
+	if r := f.run(t, "fan", "30", "-b", "pi-unix"); r.code != ExitOK {
+		t.Errorf("fan 30 on the imported socket blade: %+v", r)
+	}
+	if o := unixAgent.State().FanOverride; o == nil || *o != 30 {
+		t.Errorf("the old agent's fan override is %v, want 30", o)
+	}
+
+	before, err := os.ReadFile(f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = f.run(t, "config", "import", plainFile)
+	if r.code != ExitFailed || r.stdout != "" ||
+		!strings.Contains(r.stderr, "error: nothing imported from compute-blade-agent's bladectl config:\n  "+plainFile+":4: blade \"pi-plain\".blade.server: localhost:"+port(plainAgent.Addr)+" has no cert block: the old bladectl reached it without TLS, and kubeblade's bladectl speaks TCP only with mutual TLS") {
+		t.Fatalf("import of the plaintext-TCP file: %+v", r)
+	}
+	if after, _ := os.ReadFile(f.cfg); !bytes.Equal(before, after) {
+		t.Errorf("the refused import changed the config:\n%s", after)
+	}
+}
+
+// TestCompatImportRefusesNameClash: a standalone agent writes
+// bladectl.yaml (operator) and bladectl-viewer.yaml (viewer) naming the
+// same blade. Importing the second after the first keeps the operator
+// entry and says so; --replace replaces it, saying what it was.
+func TestCompatImportRefusesNameClash(t *testing.T) {
+	f := newMixedFleet(t)
+	admin, viewer := f.new2.Issuer.BladectlConfigPath(), f.new2.Issuer.ViewerConfigPath()
+	r := f.run(t, "config", "import", admin)
+	if r.code != ExitOK || r.stdout != "blade \"localhost\" imported\nblade \"localhost-local\" imported\n" {
+		t.Fatalf("import %s: %+v", admin, r)
+	}
+	before, err := os.ReadFile(f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = f.run(t, "config", "import", viewer)
+	if r.code != ExitFailed || r.stdout != "" ||
+		!strings.Contains(r.stderr, "error: nothing imported from "+viewer+":\n  blade \"localhost\" is already in "+f.cfg+" (server localhost:"+port(f.new2.TCPAddr)+", client certificate ") ||
+		!strings.Contains(r.stderr, "O=kubeblade:operators): kept it; the imported one is server localhost:"+port(f.new2.TCPAddr)+", client certificate ") ||
+		!strings.Contains(r.stderr, "O=kubeblade:viewers\npass --replace to replace what was kept\n") ||
+		strings.Contains(r.stderr, "localhost-local") {
+		t.Fatalf("import %s over the admin's: %+v", viewer, r)
+	}
+	if after, _ := os.ReadFile(f.cfg); !bytes.Equal(before, after) {
+		t.Errorf("the refused import changed the config:\n%s", after)
+	}
+	// The operator's rights were kept.
+	if r := f.run(t, "fan", "30", "-b", "localhost"); r.code != ExitOK {
+		t.Fatalf("fan 30 with the kept operator entry: %+v", r)
+	}
+
+	r = f.run(t, "config", "import", "--replace", viewer)
+	if r.code != ExitOK || !strings.HasPrefix(r.stdout, "blade \"localhost\" replaced (it was server localhost:"+port(f.new2.TCPAddr)+", client certificate ") ||
+		!strings.Contains(r.stdout, "O=kubeblade:operators)\nblade \"localhost-local\" unchanged\n") {
+		t.Fatalf("import --replace: %+v", r)
+	}
+	if r := f.run(t, "fan", "40", "-b", "localhost"); r.code != ExitFailed || !strings.Contains(r.stderr, "refused these credentials") {
+		t.Errorf("fan 40 with the viewer's entry: %+v", r)
+	}
+}
+
+// TestCompatExportRefusesToOverwrite: export --file leaves an existing
+// file alone unless --force is given.
+func TestCompatExportRefusesToOverwrite(t *testing.T) {
+	f := imported(t)
+	out := filepath.Join(f.dir, "existing.yaml")
+	if err := os.WriteFile(out, []byte("mine\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range []string{"kubeblade", "compute-blade-agent"} {
+		r := f.run(t, "config", "export", "--format", format, "--file", out)
+		if r.code != ExitFailed || r.stderr != "error: nothing exported: "+out+" exists; pass --force to replace it\n" {
+			t.Errorf("%s: export over an existing file: %+v", format, r)
+		}
+		if raw, _ := os.ReadFile(out); string(raw) != "mine\n" {
+			t.Fatalf("%s: the existing file was replaced:\n%s", format, raw)
+		}
+	}
+	r := f.run(t, "config", "export", "--format", "compute-blade-agent", "--file", out, "--force")
+	if r.code != ExitOK || r.stderr != "wrote "+out+"\n" {
+		t.Fatalf("export --force: %+v", r)
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := readOldConfig(t, raw); len(entries) != 4 {
+		t.Errorf("export --force wrote %d blades:\n%s", len(entries), raw)
 	}
 }

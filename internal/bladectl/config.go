@@ -1,7 +1,9 @@
 package bladectl
 
 import (
+	"crypto/x509"
 	"encoding/base64"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -150,12 +152,14 @@ func newConfigRemoveCmd(o *options) *cobra.Command {
 }
 
 func newConfigImportCmd(o *options) *cobra.Command {
-	var skipPlaintext bool
+	var skipPlaintext, replace bool
 	cmd := &cobra.Command{
 		Use:   "import [FILE]",
 		Short: "Add the blades of another bladectl config: kubeblade's, or compute-blade-agent's (default ~/" + migrate.OldBladectlConfig + ")",
-		Long: `import adds the blades of another config file to yours (a blade with the same
-name is replaced). FILE is either kubeblade's format, like the config an agent
+		Long: `import adds the blades of another config file to yours. A blade whose name is
+already in yours with other settings is kept and nothing is imported, unless
+--replace is given (an agent's bladectl.yaml and bladectl-viewer.yaml name the
+same blade, with operator and viewer rights). FILE is either kubeblade's format, like the config an agent
 with remote access writes to /var/lib/kubeblade/bladectl.yaml, or the old
 compute-blade-agent bladectl's (its blades: list with a cert: block), which is
 read from ~/` + migrate.OldBladectlConfig + ` when FILE is not given.
@@ -187,10 +191,30 @@ such blades out instead.`,
 			if err != nil {
 				return err
 			}
+			mine := o.resolvedConfigPath()
 			return o.editConfig(func(cfg *clientconfig.Config) error {
+				var kept []string
 				for _, b := range other.Blades {
-					cfg.Set(b.Name, b.Blade)
-					fmt.Fprintf(o.env.Stdout, "blade %q imported%s\n", b.Name, from)
+					if have, ok := cfg.Lookup(b.Name); ok && have != b.Blade && !replace {
+						kept = append(kept, fmt.Sprintf("blade %q is already in %s (%s): kept it; the imported one is %s", b.Name, mine,
+							describeBlade(have, configBaseDir(mine)), describeBlade(b.Blade, filepath.Dir(path))))
+					}
+				}
+				if len(kept) > 0 {
+					return fmt.Errorf("nothing imported from %s:\n%s\npass --replace to replace what was kept", path, indent(strings.Join(kept, "\n")))
+				}
+				for _, b := range other.Blades {
+					have, ok := cfg.Lookup(b.Name)
+					switch {
+					case ok && have == b.Blade:
+						fmt.Fprintf(o.env.Stdout, "blade %q unchanged%s\n", b.Name, from)
+					case ok:
+						cfg.Set(b.Name, b.Blade)
+						fmt.Fprintf(o.env.Stdout, "blade %q replaced%s (it was %s)\n", b.Name, from, describeBlade(have, configBaseDir(mine)))
+					default:
+						cfg.Set(b.Name, b.Blade)
+						fmt.Fprintf(o.env.Stdout, "blade %q imported%s\n", b.Name, from)
+					}
 				}
 				if cfg.CurrentBlade == "" || cfg.CurrentBlade == clientconfig.LocalBlade && other.CurrentBlade != "" {
 					cfg.CurrentBlade = other.CurrentBlade
@@ -200,7 +224,30 @@ such blades out instead.`,
 		},
 	}
 	cmd.Flags().BoolVar(&skipPlaintext, "skip-plaintext", false, "leave out blades the old bladectl reached over TCP without TLS, instead of refusing the import")
+	cmd.Flags().BoolVar(&replace, "replace", false, "replace blades of the same name already in your config, instead of refusing the import")
 	return cmd
+}
+
+// describeBlade says which blade an entry is: its server and, when its
+// client certificate can be read, the certificate's subject (which carries
+// the role, e.g. O=kubeblade:viewers).
+func describeBlade(b clientconfig.Blade, baseDir string) string {
+	if b.IsUnix() {
+		return "server " + b.Server
+	}
+	_, client, err := b.Credentials(baseDir)
+	if err != nil {
+		return "server " + b.Server
+	}
+	blk, _ := pem.Decode(client.CertPEM)
+	if blk == nil {
+		return "server " + b.Server
+	}
+	cert, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return "server " + b.Server
+	}
+	return fmt.Sprintf("server %s, client certificate %s", b.Server, cert.Subject)
 }
 
 // readImport reads a config to import in either format; file paths in it
@@ -237,12 +284,14 @@ const (
 
 func newConfigExportCmd(o *options) *cobra.Command {
 	var format, file string
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "export [--format kubeblade|compute-blade-agent] [--file PATH]",
 		Short: "Write the blades (all, or --blade) as a self-contained config, for another machine or for compute-blade-agent's bladectl",
 		Long: `export writes the blades of your config (all of them, or those named with
 --blade) with their certificates inline, to stdout or to --file (mode 0600,
-written only when the whole export succeeds).
+written only when the whole export succeeds; an existing file is replaced
+only with --force).
 
 --format compute-blade-agent writes the old bladectl's format, for
 ~/` + migrate.OldBladectlConfig + `. A blade reached over mutual TLS is never written
@@ -250,6 +299,10 @@ without its certificates: if they cannot be read, the export fails.`,
 		Args:      noArgs,
 		ValidArgs: []string{formatKubeblade, formatOld},
 		RunE: func(*cobra.Command, []string) error {
+			toFile := file != "" && file != "-"
+			if _, err := os.Lstat(file); toFile && err == nil && !force {
+				return fmt.Errorf("nothing exported: %s exists; pass --force to replace it", file)
+			}
 			path := o.resolvedConfigPath()
 			cfg, _, err := clientconfig.Load(path)
 			if err != nil {
@@ -271,7 +324,7 @@ without its certificates: if they cannot be read, the export fails.`,
 			default:
 				return usagef("--format %q: want %s or %s", format, formatKubeblade, formatOld)
 			}
-			if file == "" || file == "-" {
+			if !toFile {
 				_, err := o.env.Stdout.Write(out)
 				return err
 			}
@@ -286,7 +339,8 @@ without its certificates: if they cannot be read, the export fails.`,
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", formatKubeblade, "kubeblade or compute-blade-agent (the old bladectl's config)")
-	cmd.Flags().StringVar(&file, "file", "", "write here instead of stdout")
+	cmd.Flags().StringVar(&file, "file", "", "write here instead of stdout (not over an existing file without --force)")
+	cmd.Flags().BoolVar(&force, "force", false, "let --file replace an existing file")
 	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{formatKubeblade, formatOld}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }

@@ -45,6 +45,12 @@ func (e unsupportedError) Error() string {
 	return e.what + ": this agent serves only compute-blade-agent's API, which cannot do that (install kubeblade there)"
 }
 
+// bladectlRefusal is a request bladectl itself declines to send, so that
+// what the user reads does not blame the agent for it.
+type bladectlRefusal struct{ why string }
+
+func (e bladectlRefusal) Error() string { return e.why }
+
 // legacyReporter is implemented by clients that may fall back.
 type legacyReporter interface{ LegacyAPI() bool }
 
@@ -256,8 +262,7 @@ func (g *grpcClient) oldSetFan(ctx context.Context, percent *uint32) (*agentv1.S
 			return nil, err
 		}
 		if st.Critical {
-			return st, status.Error(codes.FailedPrecondition,
-				"the blade is in critical mode; the old agent would let its fan leave 100 % (fan auto not sent)")
+			return st, bladectlRefusal{"fan auto not sent: the blade is in critical mode, and the old agent would let its fan leave 100 % while it is still hot (kubeblade's agent keeps it); bladectl refuses it"}
 		}
 		if _, err := g.old.SetFanSpeedAuto(ctx, &emptypb.Empty{}); err != nil {
 			if isUnknownMethod(err) {
