@@ -159,10 +159,12 @@ func newConfigImportCmd(o *options) *cobra.Command {
 		Long: `import adds the blades of another config file to yours. A blade whose name is
 already in yours with other settings is kept and nothing is imported, unless
 --replace is given (an agent's bladectl.yaml and bladectl-viewer.yaml name the
-same blade, with operator and viewer rights). FILE is either kubeblade's format, like the config an agent
-with remote access writes to /var/lib/kubeblade/bladectl.yaml, or the old
-compute-blade-agent bladectl's (its blades: list with a cert: block), which is
-read from ~/` + migrate.OldBladectlConfig + ` when FILE is not given.
+same blade, with operator and viewer rights).
+
+FILE is either kubeblade's format, like the config an agent with remote access
+writes to /var/lib/kubeblade/bladectl.yaml, or the old compute-blade-agent
+bladectl's (no apiVersion; blades of server and cert only, a socket as a bare
+path), which is read from ~/` + migrate.OldBladectlConfig + ` when FILE is not given.
 
 Certificates are checked before anything is saved. A blade the old bladectl
 reached without TLS (over TCP without a complete cert: block) is refused:
