@@ -255,6 +255,23 @@ e2e-kubelet: image ## Real-kubelet end-to-end suite (root): the image as pods on
 	  KUBEBLADE_NODE_ASSETS=$$($(CURDIR)/hack/node-tools.sh) KUBEBLADE_IMAGE=$(CURDIR)/dist/image KUBEBLADE_HELM=$(BIN)/e2e/helm \
 	  $(GOTEST) -count=1 -v -timeout 30m .
 
+# The Flux suite (test/kubelet/flux): Flux's source-, kustomize- and
+# helm-controller (hack/flux.sh, one pinned Flux release built from the Go
+# module proxy, cached) reconcile deploy/flux from a cluster repository
+# served by git http-backend, with the chart and the image in a Distribution
+# registry (hack/registry.sh) on loopback, on the real-kubelet rig (its lock).
+.PHONY: e2e-flux
+e2e-flux: image ## Flux end-to-end suite (root): Flux's controllers install, upgrade and remove kubeblade from git on the real kubelet.
+	@hack/k8s-tools.sh $(E2E_KUBELET_K8S_BINS) >/dev/null
+	@hack/node-tools.sh >/dev/null
+	@hack/registry.sh >/dev/null
+	@hack/flux.sh >/dev/null
+	cd test/kubelet && $(PLAIN) $(GO) vet ./flux/
+	cd test/kubelet && $(PLAIN) KUBEBLADE_TEST_REQUIRED=1 flock $(KUBELET_RIG_LOCK) env KUBEBUILDER_ASSETS=$$($(CURDIR)/hack/k8s-tools.sh $(E2E_KUBELET_K8S_BINS)) \
+	  KUBEBLADE_NODE_ASSETS=$$($(CURDIR)/hack/node-tools.sh) KUBEBLADE_IMAGE=$(CURDIR)/dist/image \
+	  KUBEBLADE_REGISTRY=$$($(CURDIR)/hack/registry.sh) KUBEBLADE_FLUX=$$($(CURDIR)/hack/flux.sh) \
+	  $(GOTEST) -count=1 -v -timeout 30m ./flux/
+
 .PHONY: bench-footprint
 bench-footprint: build build-standalone envtest-assets ## Agent memory and CPU over 60 s: lean standalone, full standalone, full in Kubernetes mode.
 	$(GO) build -o $(BIN)/kubeenv ./hack/kubeenv
