@@ -10,7 +10,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,6 +49,7 @@ const (
 	stepRelease   = "HelmRelease Ready"
 	stepPods      = "operator and agent pods Running on the real kubelet"
 	stepHealth    = "kubeblade Kustomization Ready through its health checks"
+	stepUpgrade   = "upgrade by changing the tag in git: CRDs, release, image; BladeConfigs and Blades intact"
 )
 
 // state the steps share.
@@ -62,6 +65,10 @@ func TestFlux(t *testing.T) {
 	step(t, stepPods, []string{stepRelease}, testPods)
 	step(t, stepHealth, []string{stepRelease}, testKustomizationHealthy)
 	step(t, "flux get: the status a user reads", []string{stepHealth}, testFluxGet)
+	step(t, stepUpgrade, []string{stepHealth}, testUpgrade)
+	step(t, "bad value: invalid BladeConfig in values, the release keeps running", []string{stepUpgrade}, testInvalidBladeConfig)
+	step(t, "sandbox taint and gvisor RuntimeClass: the agent runs, names no RuntimeClass", []string{stepPods}, testSandboxNode)
+	step(t, "removal: deleting the kubeblade Kustomization prunes the app, keeps CRDs, BladeConfigs, Blades", []string{stepHealth}, testRemoval)
 }
 
 // publish pushes release v<version> the way kubeblade's release does: the
@@ -503,4 +510,255 @@ func requestReconcile(t *testing.T, k kind, ns, name string) {
 	if err := env.client.Patch(ctx(t), o, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// crdDescription is the description of BladeConfig's spec in the served
+// CRD.
+func crdDescription(c context.Context) (string, error) {
+	crd, err := getObj(c, kind{"apiextensions.k8s.io/v1", "CustomResourceDefinition"}, "", "bladeconfigs.kubeblade.io")
+	if err != nil {
+		return "", err
+	}
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	if len(versions) == 0 {
+		return "", fmt.Errorf("no versions")
+	}
+	v, _ := versions[0].(map[string]any)
+	d, _, _ := unstructured.NestedString(v, "schema", "openAPIV3Schema", "properties", "spec", "description")
+	return d, nil
+}
+
+// pushFleet commits the cluster repository and asks Flux to fetch it now.
+func pushFleet(t *testing.T, msg string) {
+	t.Helper()
+	if err := fleet.commit(msg, ""); err != nil {
+		t.Fatal(err)
+	}
+	requestReconcile(t, gitRepositoryKind, fluxNamespace, "flux-system")
+}
+
+func testUpgrade(t *testing.T) {
+	bc := get(t, kind{"kubeblade.io/v1alpha1", "BladeConfig"}, "", "default")
+	var blade *unstructured.Unstructured
+	eventually(t, reconcileWait, "the agent's Blade", func(c context.Context) (bool, string) {
+		var err error
+		blade, err = getObj(c, kind{"kubeblade.io/v1alpha1", "Blade"}, "", nodeenv.NodeName)
+		if err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
+	const oldDesc, newDesc = "BladeConfigSpec is the desired configuration.", "BladeConfigSpec is the desired configuration of the blades it selects."
+	publish(t, "0.2.0", true, func(s string) string { return strings.Replace(s, oldDesc, newDesc, 1) })
+	edit(t, filepath.Join(kubebladeDir, "sources.yaml"), "tag: v0.1.0", "tag: v0.2.0")
+	edit(t, filepath.Join(kubebladeDir, "kubeblade-vars.yaml"), `KUBEBLADE_VERSION: "0.1.0"`, `KUBEBLADE_VERSION: "0.2.0"`)
+	pushFleet(t, "kubeblade v0.2.0")
+
+	eventually(t, reconcileWait, "the CRD of v0.2.0", func(c context.Context) (bool, string) {
+		d, err := crdDescription(c)
+		if err != nil {
+			return false, err.Error()
+		}
+		return d == newDesc, "spec description: " + d
+	})
+	eventually(t, reconcileWait, "HelmRelease upgraded to 0.2.0 and Ready", func(c context.Context) (bool, string) {
+		hr, err := getObj(c, helmReleaseKind, appNamespace, "kubeblade")
+		if err != nil {
+			return false, err.Error()
+		}
+		rev, _, _ := unstructured.NestedString(hr.Object, "status", "lastAttemptedRevision")
+		st, rm := condition(hr, "Ready")
+		return rev == "0.2.0" && st == "True" && strings.Contains(rm, "upgrade succeeded"), fmt.Sprintf("revision %s Ready=%s %s", rev, st, rm)
+	})
+	operator := waitPodImage(t, "app.kubernetes.io/component=operator", imageRepository+":v0.2.0")
+	t.Logf("operator %s runs %s", operator.Name, operator.Spec.Containers[0].Image)
+	waitPodImage(t, "app.kubernetes.io/component=agent", imageRepository+":v0.2.0")
+	waitReady(t, kustomizationKind, fluxNamespace, "kubeblade")
+	if bc2 := get(t, kind{"kubeblade.io/v1alpha1", "BladeConfig"}, "", "default"); bc2.GetUID() != bc.GetUID() {
+		t.Errorf("BladeConfig default replaced (uid %s → %s), want it kept", bc.GetUID(), bc2.GetUID())
+	}
+	if b2 := get(t, kind{"kubeblade.io/v1alpha1", "Blade"}, "", nodeenv.NodeName); b2.GetUID() != blade.GetUID() {
+		t.Errorf("Blade replaced (uid %s → %s), want it kept", blade.GetUID(), b2.GetUID())
+	}
+}
+
+// waitPodImage waits for the one live pod matching selector to run image.
+func waitPodImage(t *testing.T, selector, image string) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	eventually(t, reconcileWait, selector+" running "+image, func(c context.Context) (bool, string) {
+		pods, err := node.Client.CoreV1().Pods(appNamespace).List(c, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(pods.Items) != 1 {
+			return false, fmt.Sprintf("%d pods", len(pods.Items))
+		}
+		pod = &pods.Items[0]
+		if pod.DeletionTimestamp != nil || pod.Spec.Containers[0].Image != image || !podReady(pod) {
+			return false, describePod(pod) + " image " + pod.Spec.Containers[0].Image
+		}
+		return true, ""
+	})
+	return pod
+}
+
+func testInvalidBladeConfig(t *testing.T) {
+	before := waitPod(t, "app.kubernetes.io/component=operator", "the operator pod")
+	edit(t, filepath.Join(kubebladeDir, "kubeblade-vars.yaml"), `BLADE_CRITICAL_CELSIUS: "60"`, `BLADE_CRITICAL_CELSIUS: "500"`)
+	pushFleet(t, "criticalCelsius 500")
+	var hrReason string
+	eventually(t, reconcileWait, "the HelmRelease to say why it is not Ready", func(c context.Context) (bool, string) {
+		hr, err := getObj(c, helmReleaseKind, appNamespace, "kubeblade")
+		if err != nil {
+			return false, err.Error()
+		}
+		crit, _, _ := unstructured.NestedFieldNoCopy(hr.Object, "spec", "values", "bladeConfig", "spec", "agent", "criticalCelsius")
+		st, rm := condition(hr, "Ready")
+		hrReason = rm
+		return fmt.Sprint(crit) == "500" && st == "False" && strings.Contains(rm, "criticalCelsius"), fmt.Sprintf("values criticalCelsius %v, Ready=%s %s", crit, st, rm)
+	})
+	t.Logf("HelmRelease: %s", hrReason)
+	eventually(t, reconcileWait, "the kubeblade Kustomization to say it is not Ready", func(c context.Context) (bool, string) {
+		k, err := getObj(c, kustomizationKind, fluxNamespace, "kubeblade")
+		if err != nil {
+			return false, err.Error()
+		}
+		st, rm := condition(k, "Ready")
+		return st == "False" && strings.Contains(rm, "HelmRelease"), fmt.Sprintf("Ready=%s %s", st, rm)
+	})
+	// The release in the cluster is the last good one: the operator pod
+	// was never replaced and the BladeConfig keeps its valid value.
+	after := waitPod(t, "app.kubernetes.io/component=operator", "the operator pod")
+	if after.UID != before.UID || restartCount(after) != restartCount(before) {
+		t.Errorf("operator pod %s (restarts %d) after the bad value, want %s (restarts %d) still running", after.Name, restartCount(after), before.Name, restartCount(before))
+	}
+	bc := get(t, kind{"kubeblade.io/v1alpha1", "BladeConfig"}, "", "default")
+	if crit, _, _ := unstructured.NestedFieldNoCopy(bc.Object, "spec", "agent", "criticalCelsius"); fmt.Sprint(crit) != "60" {
+		t.Errorf("BladeConfig criticalCelsius %v, want 60 kept", crit)
+	}
+	// Fixing the value in git brings the release back to Ready.
+	edit(t, filepath.Join(kubebladeDir, "kubeblade-vars.yaml"), `BLADE_CRITICAL_CELSIUS: "500"`, `BLADE_CRITICAL_CELSIUS: "60"`)
+	pushFleet(t, "criticalCelsius 60")
+	waitReady(t, helmReleaseKind, appNamespace, "kubeblade")
+	waitReady(t, kustomizationKind, fluxNamespace, "kubeblade")
+}
+
+func restartCount(p *corev1.Pod) int32 {
+	if len(p.Status.ContainerStatuses) == 0 {
+		return 0
+	}
+	return p.Status.ContainerStatuses[0].RestartCount
+}
+
+func testSandboxNode(t *testing.T) {
+	// A cluster with sandboxed workloads: a gvisor RuntimeClass, and the
+	// node tainted so that only pods that tolerate the taint land there.
+	rc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+		"metadata": map[string]any{"name": "gvisor"}, "handler": "runsc",
+	}}
+	if err := apply(ctx(t), env.client, rc); err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.Client.CoreV1().Nodes().Get(ctx(t), nodeenv.NodeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taint := corev1.Taint{Key: "sandbox.example.com/runtime", Value: "gvisor", Effect: corev1.TaintEffectNoSchedule}
+	n.Spec.Taints = append(n.Spec.Taints, taint)
+	if _, err := node.Client.CoreV1().Nodes().Update(ctx(t), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		n, err := node.Client.CoreV1().Nodes().Get(context.Background(), nodeenv.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return
+		}
+		var keep []corev1.Taint
+		for _, tt := range n.Spec.Taints {
+			if tt.Key != taint.Key {
+				keep = append(keep, tt)
+			}
+		}
+		n.Spec.Taints = keep
+		_, _ = node.Client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
+	})
+	// A new agent pod is scheduled onto the tainted node.
+	old := waitPod(t, "app.kubernetes.io/component=agent", "the agent pod")
+	if err := node.Client.CoreV1().Pods(appNamespace).Delete(ctx(t), old.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var pod *corev1.Pod
+	eventually(t, reconcileWait, "a new agent pod Running on the tainted node", func(c context.Context) (bool, string) {
+		pods, err := node.Client.CoreV1().Pods(appNamespace).List(c, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=agent"})
+		if err != nil {
+			return false, err.Error()
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if p.UID != old.UID && p.DeletionTimestamp == nil {
+				pod = p
+				return p.Spec.NodeName == nodeenv.NodeName && p.Status.Phase == corev1.PodRunning && podReady(p), describePod(p)
+			}
+		}
+		return false, "no new agent pod"
+	})
+	if pod.Spec.RuntimeClassName != nil {
+		t.Errorf("agent pod names RuntimeClass %q; it must run on the node's default runtime", *pod.Spec.RuntimeClassName)
+	}
+	tolerated := false
+	for _, tol := range pod.Spec.Tolerations {
+		if tol.ToleratesTaint(logr.Discard(), &taint, false) {
+			tolerated = true
+		}
+	}
+	if !tolerated {
+		t.Errorf("agent pod tolerations %+v do not tolerate %v", pod.Spec.Tolerations, taint)
+	}
+}
+
+func testRemoval(t *testing.T) {
+	// A BladeConfig of the user's own, beside the chart's; it selects no
+	// node.
+	user := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kubeblade.io/v1alpha1", "kind": "BladeConfig",
+		"metadata": map[string]any{"name": "spare-rack"},
+		"spec":     map[string]any{"nodeSelector": map[string]any{"matchLabels": map[string]any{"example.com/rack": "spare"}}},
+	}}
+	if err := apply(ctx(t), env.client, user); err != nil {
+		t.Fatal(err)
+	}
+	blade := get(t, kind{"kubeblade.io/v1alpha1", "Blade"}, "", nodeenv.NodeName)
+	// Removing it from git, as a user does: the kubeblade Kustomization
+	// goes from kubeblade.yaml, kubeblade-crds stays.
+	p := filepath.Join(fleet.work, kubebladeDir, "kubeblade.yaml")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.Split(string(b), "\n---\n")
+	if len(docs) != 2 || !strings.Contains(docs[1], "name: kubeblade\n") {
+		t.Fatalf("kubeblade.yaml is not kubeblade-crds then kubeblade: deploy/flux changed; update the suite")
+	}
+	writeFile(t, p, docs[0]+"\n")
+	pushFleet(t, "remove kubeblade")
+	eventually(t, reconcileWait, "the kubeblade Kustomization to be gone", func(c context.Context) (bool, string) {
+		_, err := getObj(c, kustomizationKind, fluxNamespace, "kubeblade")
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	eventually(t, reconcileWait, "the app's namespace, HelmRelease and operator to be gone", func(c context.Context) (bool, string) {
+		_, err := node.Client.CoreV1().Namespaces().Get(c, appNamespace, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprintf("namespace %s: %v", appNamespace, err)
+	})
+	for _, n := range []string{"bladeconfigs.kubeblade.io", "blades.kubeblade.io"} {
+		get(t, kind{"apiextensions.k8s.io/v1", "CustomResourceDefinition"}, "", n)
+	}
+	if u := get(t, kind{"kubeblade.io/v1alpha1", "BladeConfig"}, "", "spare-rack"); u.GetDeletionTimestamp() != nil {
+		t.Errorf("BladeConfig spare-rack is being deleted, want it kept")
+	}
+	if b2 := get(t, kind{"kubeblade.io/v1alpha1", "Blade"}, "", nodeenv.NodeName); b2.GetUID() != blade.GetUID() || b2.GetDeletionTimestamp() != nil {
+		t.Errorf("Blade %s replaced or being deleted, want it kept", nodeenv.NodeName)
+	}
+	waitReady(t, kustomizationKind, fluxNamespace, "kubeblade-crds")
 }
