@@ -84,12 +84,14 @@ K8S_ASSETS = $$($(CURDIR)/hack/k8s-tools.sh kube-apiserver etcd)
 # its Go module and cached; a PROMTOOL from the environment wins.
 deploy-test: export PROMTOOL ?= $(shell hack/promtool.sh)
 
-# The cached tools of deploy-test and e2e-kubelet that share no Go build with
+# The cached tools of deploy-test, e2e-kubelet and e2e-flux that share no Go build with
 # the control plane (make test builds them beside it, early).
 .PHONY: test-tools
-test-tools: ## Build (once; cached) promtool and the real node's containerd, CNI plugins and pause image.
+test-tools: ## Build (once; cached) promtool, the real node's containerd, CNI plugins and pause image, the registry and Flux's controllers.
 	@hack/promtool.sh >/dev/null
 	@hack/node-tools.sh --no-kubelet
+	@hack/registry.sh >/dev/null
+	@hack/flux.sh >/dev/null
 
 .PHONY: test
 test: ## Everything CI checks, as timed steps, ending with a table of tests run, passed, failed and skipped per suite.

@@ -192,6 +192,8 @@ func (e *fluxEnv) startRegistry(ctx context.Context) error {
 	cfg := fmt.Sprintf(`version: 0.1
 log:
   level: warn
+  accesslog:
+    disabled: true
 storage:
   filesystem:
     rootdirectory: %s
