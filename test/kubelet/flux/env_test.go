@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -24,17 +25,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	"helm.sh/helm/v4/pkg/registry"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/content/oci"
+	"oras.land/oras-go/v2/registry/remote"
+	"oras.land/oras-go/v2/registry/remote/auth"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubeblade/kubeblade/internal/testwait"
@@ -279,6 +281,9 @@ func (e *fluxEnv) startControllers(ctx context.Context) error {
 		return err
 	}
 	storage := fmt.Sprintf("127.0.0.1:%d", storagePort)
+	if err := os.MkdirAll(e.path("artifacts"), 0o755); err != nil {
+		return err
+	}
 	envs := []string{"KUBECONFIG=" + node.Kubeconfig, "RUNTIME_NAMESPACE=" + fluxNamespace, "SSL_CERT_FILE=" + e.caFile}
 	for _, c := range []struct {
 		name string
@@ -463,33 +468,48 @@ func loadChart() (*chartv2.Chart, error) {
 	return loader.Load(filepath.Join(repoRoot, "deploy", "helm", "kubeblade"))
 }
 
-// pushImage pushes the OCI layout's index as
-// <registry>/kubeblade/kubeblade:<tag> (as `crane push dist/image`), with
-// an annotation naming the tag, so that each tag is an image of its own.
-func (e *fluxEnv) pushImage(layoutDir, tag string) error {
-	p, err := layout.FromPath(layoutDir)
+// pushImage pushes the OCI layout's multi-arch index as
+// <registry>/kubeblade/kubeblade:<tag> (as `crane push dist/image` or
+// `oras cp` does), with an annotation naming the tag, so that each tag is an
+// index of its own. It uses oras-go, which the Helm SDK's registry client
+// is built on.
+func (e *fluxEnv) pushImage(c context.Context, layoutDir, tag string) error {
+	src, err := oci.NewFromFS(c, os.DirFS(layoutDir))
 	if err != nil {
 		return err
 	}
-	idx, err := p.ImageIndex()
+	b, err := os.ReadFile(filepath.Join(layoutDir, "index.json"))
 	if err != nil {
 		return err
 	}
-	im, err := idx.IndexManifest()
-	if err != nil {
+	var idx ocispec.Index
+	if err := json.Unmarshal(b, &idx); err != nil {
 		return err
 	}
-	if len(im.Manifests) == 1 && im.Manifests[0].MediaType.IsIndex() {
-		// `make image` writes an index whose one entry is the multi-arch
-		// index.
-		if idx, err = idx.ImageIndex(im.Manifests[0].Digest); err != nil {
+	// `make image` writes an index.json whose one entry is the multi-arch
+	// index; an index.json listing the platforms' manifests is one too.
+	if len(idx.Manifests) == 1 && idx.Manifests[0].MediaType == ocispec.MediaTypeImageIndex {
+		if b, err = content.FetchAll(c, src, idx.Manifests[0]); err != nil {
+			return err
+		}
+		if err := json.Unmarshal(b, &idx); err != nil {
 			return err
 		}
 	}
-	idx = mutate.Annotations(idx, map[string]string{"org.opencontainers.image.version": tag}).(v1.ImageIndex)
-	ref, err := name.ParseReference(fmt.Sprintf("%s/kubeblade/kubeblade:%s", e.registryHost, tag))
+	dst, err := remote.NewRepository(e.registryHost + "/kubeblade/kubeblade")
 	if err != nil {
 		return err
 	}
-	return remote.WriteIndex(ref, idx, remote.WithTransport(e.httpClient().Transport))
+	dst.Client = &auth.Client{Client: e.httpClient()}
+	for _, m := range idx.Manifests {
+		if err := oras.CopyGraph(c, src, dst, m, oras.DefaultCopyGraphOptions); err != nil {
+			return fmt.Errorf("copying %s: %w", m.Digest, err)
+		}
+	}
+	idx.SchemaVersion, idx.MediaType = 2, ocispec.MediaTypeImageIndex
+	idx.Annotations = map[string]string{ocispec.AnnotationVersion: tag}
+	if b, err = json.Marshal(idx); err != nil {
+		return err
+	}
+	return dst.PushReference(c, content.NewDescriptorFromBytes(ocispec.MediaTypeImageIndex, b), bytes.NewReader(b), tag)
 }

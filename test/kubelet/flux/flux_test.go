@@ -77,7 +77,7 @@ func TestFlux(t *testing.T) {
 func publish(t *testing.T, version string, image bool, describe func(string) string) {
 	t.Helper()
 	if image {
-		if err := env.pushImage(os.Getenv(EnvImage), "v"+version); err != nil {
+		if err := env.pushImage(ctx(t), os.Getenv(EnvImage), "v"+version); err != nil {
 			t.Fatalf("pushing the image v%s: %v", version, err)
 		}
 	}
