@@ -440,6 +440,14 @@ func (r *repo) commit(msg, tag string) error {
 	return git(r.work, "push", "-q", "--tags", "origin", "main")
 }
 
+// head is the commit the working copy is at.
+func (r *repo) head() (string, error) {
+	cmd := exec.Command("git", "rev-parse", "HEAD")
+	cmd.Dir = r.work
+	out, err := cmd.Output()
+	return strings.TrimSpace(string(out)), err
+}
+
 // pushChart packages ch (the Helm SDK, as `helm package`) and pushes it to
 // oci://<registry>/kubeblade/charts/kubeblade:<version> (as `helm push`).
 func (e *fluxEnv) pushChart(ch *chartv2.Chart) error {

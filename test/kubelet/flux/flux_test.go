@@ -528,13 +528,36 @@ func crdDescription(c context.Context) (string, error) {
 	return d, nil
 }
 
-// pushFleet commits the cluster repository and asks Flux to fetch it now.
+// pushFleet commits the cluster repository, has Flux fetch it now and
+// waits until the flux-system Kustomization applied it (kubeblade-vars
+// included). Then, when the kubeblade Kustomization exists, it asks for its
+// reconciliation too, as `flux reconcile kustomization kubeblade` does:
+// both follow the same GitRepository, and kubeblade may have run on the new
+// revision before flux-system applied the new variables; nothing else
+// makes it substitute them again before its interval.
 func pushFleet(t *testing.T, msg string) {
 	t.Helper()
 	if err := fleet.commit(msg, ""); err != nil {
 		t.Fatal(err)
 	}
+	sha, err := fleet.head()
+	if err != nil {
+		t.Fatal(err)
+	}
 	requestReconcile(t, gitRepositoryKind, fluxNamespace, "flux-system")
+	want := "main@sha1:" + sha
+	eventually(t, reconcileWait, "flux-system to apply "+want, func(c context.Context) (bool, string) {
+		k, err := getObj(c, kustomizationKind, fluxNamespace, "flux-system")
+		if err != nil {
+			return false, err.Error()
+		}
+		rev, _, _ := unstructured.NestedString(k.Object, "status", "lastAppliedRevision")
+		_, rm := condition(k, "Ready")
+		return rev == want, "applied " + rev + "; " + rm
+	})
+	if _, err := getObj(ctx(t), kustomizationKind, fluxNamespace, "kubeblade"); err == nil {
+		requestReconcile(t, kustomizationKind, fluxNamespace, "kubeblade")
+	}
 }
 
 func testUpgrade(t *testing.T) {
@@ -607,7 +630,9 @@ func testInvalidBladeConfig(t *testing.T) {
 	before := waitPod(t, "app.kubernetes.io/component=operator", "the operator pod")
 	edit(t, filepath.Join(kubebladeDir, "kubeblade-vars.yaml"), `BLADE_CRITICAL_CELSIUS: "60"`, `BLADE_CRITICAL_CELSIUS: "500"`)
 	pushFleet(t, "criticalCelsius 500")
-	var hrReason string
+	// After the failed upgrade the chart's remediation rolls back: Ready
+	// then carries the rollback (helm-controller v1.6.2,
+	// internal/reconcile/release.go, summarize), Released the failure.
 	eventually(t, reconcileWait, "the HelmRelease to say why it is not Ready", func(c context.Context) (bool, string) {
 		hr, err := getObj(c, helmReleaseKind, appNamespace, "kubeblade")
 		if err != nil {
@@ -615,10 +640,14 @@ func testInvalidBladeConfig(t *testing.T) {
 		}
 		crit, _, _ := unstructured.NestedFieldNoCopy(hr.Object, "spec", "values", "bladeConfig", "spec", "agent", "criticalCelsius")
 		st, rm := condition(hr, "Ready")
-		hrReason = rm
-		return fmt.Sprint(crit) == "500" && st == "False" && strings.Contains(rm, "criticalCelsius"), fmt.Sprintf("values criticalCelsius %v, Ready=%s %s", crit, st, rm)
+		rst, rrm := condition(hr, "Released")
+		return fmt.Sprint(crit) == "500" && st == "False" && rst == "False" && strings.Contains(rrm, "criticalCelsius"),
+			fmt.Sprintf("values criticalCelsius %v; Ready=%s %s; Released=%s %s", crit, st, rm, rst, rrm)
 	})
-	t.Logf("HelmRelease: %s", hrReason)
+	hr := get(t, helmReleaseKind, appNamespace, "kubeblade")
+	_, ready := condition(hr, "Ready")
+	_, released := condition(hr, "Released")
+	t.Logf("HelmRelease Ready: %s\nReleased: %s", ready, released)
 	eventually(t, reconcileWait, "the kubeblade Kustomization to say it is not Ready", func(c context.Context) (bool, string) {
 		k, err := getObj(c, kustomizationKind, fluxNamespace, "kubeblade")
 		if err != nil {
