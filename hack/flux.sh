@@ -8,7 +8,11 @@
 # against the real-kubelet rig's API server.
 #
 # The versions are the controller set Flux v2.9.2 pins
-# (github.com/fluxcd/flux2/v2 v2.9.2, go.mod: the controllers' api modules). Each controller's go.mod replaces
+# (github.com/fluxcd/flux2/v2 v2.9.2, go.mod: the controllers' api
+# modules), the newest set the Go module proxy serves every dependency of:
+# Flux v2.9.5's source-controller v1.9.5 needs github.com/fluxcd/pkg/artifact
+# v0.18.3 and v2.9.3's helm-controller v1.6.3 github.com/fluxcd/helm/v4
+# v4.2.4-flux.1, which the proxy refuses (403). Each controller's go.mod replaces
 # its api module with ./api, a nested module its module zip leaves out, so
 # `go install module@version` refuses it; the build copies the module,
 # drops that replace (the go.mod already requires the published api module
@@ -53,6 +57,7 @@ if [ ! -e "$done_mark" ]; then
     mv "$tmp/$name.bin" "$cache/$name"
     echo "flux.sh: built $name in $(( $(date +%s) - t0 ))s" >&2
   done
+  chmod -R u+w "$tmp/crds"
   rm -rf "$cache/crds"
   mv "$tmp/crds" "$cache/crds"
   echo "$release" >"$done_mark"
