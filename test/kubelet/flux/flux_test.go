@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -68,7 +67,6 @@ func TestFlux(t *testing.T) {
 	step(t, stepUpgrade, []string{stepHealth}, testUpgrade)
 	step(t, "bad value: invalid BladeConfig in values, the release keeps running", []string{stepUpgrade}, testInvalidBladeConfig)
 	step(t, "sandbox taint and gvisor RuntimeClass: the agent runs, names no RuntimeClass", []string{stepPods}, testSandboxNode)
-	step(t, "removal: deleting the kubeblade Kustomization prunes the app, keeps CRDs, BladeConfigs, Blades", []string{stepHealth}, testRemoval)
 }
 
 // publish pushes release v<version> the way kubeblade's release does: the
@@ -747,49 +745,4 @@ func testSandboxNode(t *testing.T) {
 	if !tolerated {
 		t.Errorf("agent pod tolerations %+v do not tolerate %v", pod.Spec.Tolerations, taint)
 	}
-}
-
-func testRemoval(t *testing.T) {
-	// A BladeConfig of the user's own, beside the chart's; it selects no
-	// node.
-	user := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "kubeblade.io/v1alpha1", "kind": "BladeConfig",
-		"metadata": map[string]any{"name": "spare-rack"},
-		"spec":     map[string]any{"nodeSelector": map[string]any{"matchLabels": map[string]any{"example.com/rack": "spare"}}},
-	}}
-	if err := apply(ctx(t), env.client, user); err != nil {
-		t.Fatal(err)
-	}
-	blade := get(t, kind{"kubeblade.io/v1alpha1", "Blade"}, "", nodeenv.NodeName)
-	// Removing it from git, as a user does: the kubeblade Kustomization
-	// goes from kubeblade.yaml, kubeblade-crds stays.
-	p := filepath.Join(fleet.work, kubebladeDir, "kubeblade.yaml")
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs := strings.Split(string(b), "\n---\n")
-	if len(docs) != 2 || !strings.Contains(docs[1], "name: kubeblade\n") {
-		t.Fatalf("kubeblade.yaml is not kubeblade-crds then kubeblade: deploy/flux changed; update the suite")
-	}
-	writeFile(t, p, docs[0]+"\n")
-	pushFleet(t, "remove kubeblade")
-	eventually(t, reconcileWait, "the kubeblade Kustomization to be gone", func(c context.Context) (bool, string) {
-		_, err := getObj(c, kustomizationKind, fluxNamespace, "kubeblade")
-		return apierrors.IsNotFound(err), fmt.Sprint(err)
-	})
-	eventually(t, reconcileWait, "the app's namespace, HelmRelease and operator to be gone", func(c context.Context) (bool, string) {
-		_, err := node.Client.CoreV1().Namespaces().Get(c, appNamespace, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), fmt.Sprintf("namespace %s: %v", appNamespace, err)
-	})
-	for _, n := range []string{"bladeconfigs.kubeblade.io", "blades.kubeblade.io"} {
-		get(t, kind{"apiextensions.k8s.io/v1", "CustomResourceDefinition"}, "", n)
-	}
-	if u := get(t, kind{"kubeblade.io/v1alpha1", "BladeConfig"}, "", "spare-rack"); u.GetDeletionTimestamp() != nil {
-		t.Errorf("BladeConfig spare-rack is being deleted, want it kept")
-	}
-	if b2 := get(t, kind{"kubeblade.io/v1alpha1", "Blade"}, "", nodeenv.NodeName); b2.GetUID() != blade.GetUID() || b2.GetDeletionTimestamp() != nil {
-		t.Errorf("Blade %s replaced or being deleted, want it kept", nodeenv.NodeName)
-	}
-	waitReady(t, kustomizationKind, fluxNamespace, "kubeblade-crds")
 }
