@@ -98,13 +98,14 @@ K8S_ASSETS = $$($(CURDIR)/hack/k8s-tools.sh kube-apiserver etcd)
 # its Go module and cached; a PROMTOOL from the environment wins.
 deploy-test: export PROMTOOL ?= $(shell hack/promtool.sh)
 
-# The cached tools of deploy-test and e2e-kubelet that share no Go build with
+# The cached tools of deploy-test, e2e-kubelet and e2e-flux that share no Go build with
 # the control plane (make test builds them beside it, early).
 .PHONY: test-tools
-test-tools: ## Build (once; cached) promtool, the Distribution registry and the real node's containerd, CNI plugins and pause image.
+test-tools: ## Build (once; cached) promtool, the Distribution registry, the real node's containerd, CNI plugins and pause image, and Flux's controllers.
 	@hack/promtool.sh >/dev/null
 	@hack/registry.sh >/dev/null
 	@hack/node-tools.sh --no-kubelet
+	@hack/flux.sh >/dev/null
 
 .PHONY: test
 test: ## Everything CI checks, as timed steps, ending with a table of tests run, passed, failed and skipped per suite.
@@ -324,6 +325,23 @@ bench-apicost: image ## Requests/min by verb and resource, bytes and watches of 
 	  $(GO) test -count=1 -v -timeout 90m \
 	  -run 'TestRealKubelet/^(helm_install:|BladeConfig_produces|agent_Ready|Blade_written|API_cost)' . | grep -v -e '^=== '
 	@$(if $(BENCH_DOC),{ printf 'Measured by `make bench-apicost BENCH_DOC=$(BENCH_DOC)` (APICOST_WINDOW=$(APICOST_WINDOW)), %s, commit %s, %s CPUs, load average %s.\n\n' "$$(date -u '+%Y-%m-%d %H:%M UTC')" "$$(git rev-parse --short HEAD)" "$$(nproc)" "$$(cut -d' ' -f1-3 /proc/loadavg)"; cat $(BIN)/apicost.md; } | $(BIN)/benchdoc -file $(BENCH_DOC) -block apicost)
+
+# The Flux suite (test/kubelet/flux): Flux's source-, kustomize- and
+# helm-controller (hack/flux.sh, one pinned Flux release built from the Go
+# module proxy, cached) reconcile deploy/flux from a cluster repository
+# served by git http-backend, with the chart and the image in a Distribution
+# registry (hack/registry.sh) on loopback, on the real-kubelet rig (its lock).
+.PHONY: e2e-flux
+e2e-flux: $(if $(HWTEST_IMAGE),,image) ## Flux end-to-end suite (root): Flux's controllers install, upgrade and remove kubeblade from git on the real kubelet.
+	@hack/k8s-tools.sh $(E2E_KUBELET_K8S_BINS) >/dev/null
+	@hack/node-tools.sh >/dev/null
+	@hack/registry.sh >/dev/null
+	@hack/flux.sh >/dev/null
+	cd test/kubelet && $(PLAIN) $(GO) vet ./flux/
+	cd test/kubelet && $(PLAIN) KUBEBLADE_TEST_REQUIRED=1 flock $(KUBELET_RIG_LOCK) env KUBEBUILDER_ASSETS=$$($(CURDIR)/hack/k8s-tools.sh $(E2E_KUBELET_K8S_BINS)) \
+	  KUBEBLADE_NODE_ASSETS=$$($(CURDIR)/hack/node-tools.sh) KUBEBLADE_IMAGE=$(hwtest_image) \
+	  KUBEBLADE_REGISTRY=$$($(CURDIR)/hack/registry.sh) KUBEBLADE_FLUX=$$($(CURDIR)/hack/flux.sh) \
+	  $(GOTEST) -count=1 -v -timeout 30m ./flux/
 
 .PHONY: bench-footprint
 bench-footprint: build build-standalone envtest-assets ## Agent memory and CPU over 60 s: lean standalone, full standalone, full in Kubernetes mode.

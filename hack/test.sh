@@ -77,7 +77,7 @@ lane() {
 # In lane A, steps later ones depend on stop the run when they fail; test
 # suites do not, so one run shows every failing suite.
 lane_b_tools=(guest-kernel guest-kernel-arm64 kmod-arm64 dkms test-tools lint-workflows)
-lane_b_suites=(image hwtest hwtest-arm64 deploy-test e2e-kubelet)
+lane_b_suites=(image hwtest hwtest-arm64 deploy-test e2e-kubelet e2e-flux)
 export HWTEST_IMAGE="$root/dist/image"
 lane_b_log="$TEST_REPORT_DIR/lane-b.log"
 generated_lock="$TEST_REPORT_DIR/.generated.lock"

@@ -156,6 +156,11 @@ var (
 	auditPolicy   = filepath.Join(StateDir, "audit-policy.yaml")
 	podLogDir     = filepath.Join(StateDir, "pod-logs")
 	containerRun  = filepath.Join(RunDir, "containerd")
+	// RegistryHostsDir is containerd's registry configuration directory
+	// (config_path): a test that runs a registry writes
+	// <host:port>/hosts.toml here (containerd's docs/hosts.md) before a pod
+	// pulls from it. Empty, it changes nothing.
+	RegistryHostsDir = filepath.Join(StateDir, "certs.d")
 )
 
 // Start cleans up what an earlier run left, records the host's state, and
@@ -187,7 +192,7 @@ func Start(ctx context.Context, o Options) (n *Node, err error) {
 			}
 		}
 	}()
-	for _, d := range []string{logDir, podLogDir, kubeletRoot, containerRoot, cniConfDir, cniDataDir, containerRun} {
+	for _, d := range []string{logDir, podLogDir, kubeletRoot, containerRoot, cniConfDir, cniDataDir, containerRun, RegistryHostsDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return n, err
 		}
@@ -472,10 +477,13 @@ state = %q
 [plugins]
   [plugins.'io.containerd.cri.v1.images']
     snapshotter = 'overlayfs'
-    # No registry is reachable: every image is imported, the sandbox
-    # image pinned so the kubelet's image GC never removes it.
+    # The sandbox image is imported and pinned, so the kubelet's image GC
+    # never removes it; registries are configured per host under
+    # RegistryHostsDir.
     [plugins.'io.containerd.cri.v1.images'.pinned_images]
       sandbox = %q
+    [plugins.'io.containerd.cri.v1.images'.registry]
+      config_path = %q
 
   [plugins.'io.containerd.cri.v1.runtime']
     # This VM denies CAP_SYS_RESOURCE even to root: lowering oom_score_adj
@@ -496,7 +504,7 @@ state = %q
 
   [plugins.'io.containerd.grpc.v1.cri']
     stream_server_address = '127.0.0.1'
-`, containerRoot, containerRun, sock, sock+".ttrpc", pauseRef(a), filepath.Join(a.NodeDir, "cni"), cniConfDir)
+`, containerRoot, containerRun, sock, sock+".ttrpc", pauseRef(a), RegistryHostsDir, filepath.Join(a.NodeDir, "cni"), cniConfDir)
 }
 
 func pauseRef(a Assets) string {
@@ -580,4 +588,17 @@ func (n *Node) Exited() error {
 		}
 	}
 	return nil
+}
+
+// StartComponent starts one more process beside the node's own (a
+// controller or server a suite adds) and waits until ready holds, failing
+// early when the process exits. Like the node's components, its output goes
+// to LogDir/<name>.log, Exited watches it, and Stop (or an interrupted
+// run's next Cleanup) ends it.
+func (n *Node) StartComponent(ctx context.Context, name, bin string, args, env []string, timeout time.Duration, ready func(context.Context) (bool, string)) error {
+	p, err := n.startEnv(name, bin, args, env)
+	if err != nil {
+		return err
+	}
+	return waitFor(ctx, p, timeout, name, ready)
 }
