@@ -113,7 +113,7 @@ test: ## Everything CI checks, as timed steps, ending with a table of tests run,
 
 .PHONY: unit
 unit: envtest-assets ## Every package's tests under -race, against a real kube-apiserver and etcd.
-	KUBEBUILDER_ASSETS=$(K8S_ASSETS) $(GOTEST) -race -count=1 $(PKGS)
+	KUBEBUILDER_ASSETS=$(K8S_ASSETS) KUBEBLADE_REGISTRY=$$($(CURDIR)/hack/registry.sh) $(GOTEST) -race -count=1 $(PKGS)
 
 .PHONY: compat
 # make test runs these tests in its unit step; this target runs just them.
