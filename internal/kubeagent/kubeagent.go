@@ -589,9 +589,13 @@ func (r *Reporter) syncBlade(ctx context.Context, st agent.Status, now time.Time
 		}
 		change = noChange
 	}
+	// The heartbeat is due whatever else is pending: drift waiting for
+	// MinInterval may bring the next write forward, never put it off (with
+	// MinInterval longer than the heartbeat it did, and a Blade deleted by
+	// hand stayed gone until the drift's write).
 	due := r.lastWrite.Add(r.o.Heartbeat)
-	if change == driftOnly {
-		due = r.lastWrite.Add(r.o.MinInterval)
+	if drift := r.lastWrite.Add(r.o.MinInterval); change == driftOnly && drift.Before(due) {
+		due = drift
 	}
 	return due, nil
 }
