@@ -19,7 +19,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/kubeblade/kubeblade/internal/testreq"
 	"github.com/kubeblade/kubeblade/test/kubelet/internal/nodeenv"
+	"github.com/kubeblade/kubeblade/test/kubelet/internal/steps"
 )
 
 // Environment the suite reads (make e2e-flux sets all of them).
@@ -138,65 +138,22 @@ func run(m *testing.M) (code int) {
 	env.stop()
 	if err := node.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "flux e2e: host cleanup failed:", err)
-		record("host cleanup", resultFailed)
+		record("host cleanup", steps.Failed)
 		return 1
 	}
-	record("host cleanup", resultPassed)
+	record("host cleanup", steps.Passed)
 	logf("host cleaned up")
 	return code
 }
 
-type result int
+var tally steps.Tally
 
-const (
-	resultPassed result = iota
-	resultFailed
-	resultSkipped
-)
+func record(name string, r steps.Result) { tally.Record(name, r) }
 
-var tally struct {
-	sync.Mutex
-	order   []string
-	results map[string]result
-}
-
-func record(name string, r result) {
-	tally.Lock()
-	defer tally.Unlock()
-	if tally.results == nil {
-		tally.results = map[string]result{}
-	}
-	if _, ok := tally.results[name]; !ok {
-		tally.order = append(tally.order, name)
-	}
-	tally.results[name] = r
-}
-
-func failedStep(name string) bool {
-	tally.Lock()
-	defer tally.Unlock()
-	r, ok := tally.results[name]
-	return !ok || r != resultPassed
-}
+func failedStep(name string) bool { return tally.NotPassed(name) }
 
 func printSummary(code *int) {
-	tally.Lock()
-	defer tally.Unlock()
-	var passed, failed, skipped int
-	for _, n := range tally.order {
-		switch tally.results[n] {
-		case resultPassed:
-			passed++
-		case resultFailed:
-			failed++
-			fmt.Printf("FAILED: %s\n", n)
-		case resultSkipped:
-			skipped++
-		}
-	}
-	if *code != 0 && failed == 0 && skipped == 0 {
-		failed++
-	}
+	passed, failed, skipped := tally.Count(*code)
 	fmt.Printf("flux-e2e: %d passed, %d failed, %d skipped\n", passed, failed, skipped)
 }
 
@@ -228,11 +185,11 @@ func step(t *testing.T, name string, after []string, fn func(t *testing.T)) {
 	})
 	switch {
 	case !ok:
-		record(name, resultFailed)
+		record(name, steps.Failed)
 	case skipped:
-		record(name, resultSkipped)
+		record(name, steps.Skipped)
 	default:
-		record(name, resultPassed)
+		record(name, steps.Passed)
 	}
 }
 
