@@ -214,6 +214,15 @@ func TestFluxExample(t *testing.T) {
 	if len(ex.namespaces) != 1 || ex.namespaces[0].Labels["pod-security.kubernetes.io/enforce"] != "privileged" {
 		t.Error("app/ must create the namespace labelled for the privileged Pod Security level")
 	}
+	// Removal: helm-controller's uninstall must reach the chart's
+	// post-delete cleanup Job, which waits for nothing and runs in the
+	// namespace (test/kubelet/flux's removal step shows it).
+	if hr.Spec.Uninstall == nil || !hr.Spec.Uninstall.DisableWait {
+		t.Error("uninstall.disableWait must be true: the chart's BladeConfig keeps its finalizer until the post-delete Job, which Helm runs after the wait")
+	}
+	if len(ex.namespaces) == 1 && ex.namespaces[0].Annotations["kustomize.toolkit.fluxcd.io/prune"] != "disabled" {
+		t.Error("the namespace must not be pruned: the post-delete cleanup Job cannot start in a terminating namespace")
+	}
 }
 
 // TestHelmReleaseValuesMeetTheChart substitutes the example's variables

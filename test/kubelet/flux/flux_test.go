@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"text/tabwriter"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -37,6 +39,8 @@ var (
 	ociRepositoryKind = kind{"source.toolkit.fluxcd.io/v1", "OCIRepository"}
 	kustomizationKind = kind{"kustomize.toolkit.fluxcd.io/v1", "Kustomization"}
 	helmReleaseKind   = kind{"helm.toolkit.fluxcd.io/v2", "HelmRelease"}
+	bladeConfigKind   = kind{"kubeblade.io/v1alpha1", "BladeConfig"}
+	bladeKind         = kind{"kubeblade.io/v1alpha1", "Blade"}
 )
 
 type kind struct{ apiVersion, kind string }
@@ -66,7 +70,9 @@ func TestFlux(t *testing.T) {
 	step(t, "flux get: the status a user reads", []string{stepHealth}, testFluxGet)
 	step(t, stepUpgrade, []string{stepHealth}, testUpgrade)
 	step(t, "bad value: invalid BladeConfig in values, the release keeps running", []string{stepUpgrade}, testInvalidBladeConfig)
+	step(t, "bad value: an image tag that does not exist, the release keeps running", []string{stepUpgrade}, testBadImage)
 	step(t, "sandbox taint and gvisor RuntimeClass: the agent runs, names no RuntimeClass", []string{stepPods}, testSandboxNode)
+	step(t, "removal: the kubeblade Kustomization out of git uninstalls the app; namespace, CRDs, BladeConfigs, Blades kept", []string{stepHealth}, testRemoval)
 }
 
 // publish pushes release v<version> the way kubeblade's release does: the
@@ -745,4 +751,205 @@ func testSandboxNode(t *testing.T) {
 	if !tolerated {
 		t.Errorf("agent pod tolerations %+v do not tolerate %v", pod.Spec.Tolerations, taint)
 	}
+}
+
+// testRemoval takes the kubeblade Kustomization out of git, as a user
+// removes kubeblade, and checks what "pruned" means (docs/install.md's Flux
+// section says the same): kustomize-controller deletes what the Kustomization
+// applied but the namespace (annotated kustomize.toolkit.fluxcd.io/prune:
+// disabled), so the HelmRelease and the OCIRepository; helm-controller
+// uninstalls the release (the operator, its RBAC and the chart's default
+// BladeConfig) and runs the chart's post-delete cleanup Job, which deletes
+// the agent DaemonSets, releases the BladeConfigs' finalizers and takes
+// kubeblade's labels off the Node. Kept: the namespace (empty of
+// kubeblade's workloads), the CRDs through kubeblade-crds, a BladeConfig of
+// the user's own and the Blades.
+func testRemoval(t *testing.T) {
+	user := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kubeblade.io/v1alpha1", "kind": "BladeConfig",
+		"metadata": map[string]any{"name": "spare-rack"},
+		"spec":     map[string]any{"nodeSelector": map[string]any{"matchLabels": map[string]any{"example.com/rack": "spare"}}},
+	}}
+	if err := apply(ctx(t), env.client, user); err != nil {
+		t.Fatal(err)
+	}
+	// The operator holds it with its finalizer, as every BladeConfig.
+	var userUID string
+	eventually(t, reconcileWait, "the operator's finalizer on BladeConfig spare-rack", func(c context.Context) (bool, string) {
+		u, err := getObj(c, bladeConfigKind, "", "spare-rack")
+		if err != nil {
+			return false, err.Error()
+		}
+		userUID = string(u.GetUID())
+		return slices.Contains(u.GetFinalizers(), "kubeblade.io/cleanup"), fmt.Sprintf("finalizers %v", u.GetFinalizers())
+	})
+	blade := get(t, bladeKind, "", nodeenv.NodeName)
+	ns, err := node.Client.CoreV1().Namespaces().Get(ctx(t), appNamespace, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	p := filepath.Join(fleet.work, kubebladeDir, "kubeblade.yaml")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.Split(string(b), "\n---\n")
+	if len(docs) != 2 || !strings.Contains(docs[1], "name: kubeblade\n") {
+		t.Fatalf("kubeblade.yaml is not kubeblade-crds then kubeblade: deploy/flux changed; update the suite")
+	}
+	writeFile(t, p, docs[0]+"\n")
+	start := time.Now()
+	pushFleet(t, "remove kubeblade")
+
+	gone := func(k kind, ns, name string) func(context.Context) (bool, string) {
+		return func(c context.Context) (bool, string) {
+			_, err := getObj(c, k, ns, name)
+			return apierrors.IsNotFound(err), fmt.Sprintf("%s %s/%s: %v", k.kind, ns, name, err)
+		}
+	}
+	eventually(t, reconcileWait, "the kubeblade Kustomization to be gone", gone(kustomizationKind, fluxNamespace, "kubeblade"))
+	eventually(t, reconcileWait, "the HelmRelease to be gone (uninstalled)", gone(helmReleaseKind, appNamespace, "kubeblade"))
+	eventually(t, reconcileWait, "the OCIRepository to be gone", gone(ociRepositoryKind, appNamespace, "kubeblade"))
+	eventually(t, reconcileWait, "the chart's BladeConfig default to be gone", gone(bladeConfigKind, "", "default"))
+	eventually(t, reconcileWait, "no kubeblade workload, release record or label left", func(c context.Context) (bool, string) {
+		var left []string
+		dss, err := node.Client.AppsV1().DaemonSets(appNamespace).List(c, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, d := range dss.Items {
+			left = append(left, "DaemonSet "+d.Name)
+		}
+		deps, err := node.Client.AppsV1().Deployments(appNamespace).List(c, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, d := range deps.Items {
+			left = append(left, "Deployment "+d.Name)
+		}
+		pods, err := node.Client.CoreV1().Pods(appNamespace).List(c, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, p := range pods.Items {
+			if p.Labels["app.kubernetes.io/component"] != "cleanup" {
+				left = append(left, "Pod "+p.Name)
+			}
+		}
+		secrets, err := node.Client.CoreV1().Secrets(appNamespace).List(c, metav1.ListOptions{LabelSelector: "owner=helm"})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, s := range secrets.Items {
+			left = append(left, "Helm release record "+s.Name)
+		}
+		n, err := node.Client.CoreV1().Nodes().Get(c, nodeenv.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for k := range n.Labels {
+			if strings.HasPrefix(k, "kubeblade.io/") {
+				left = append(left, "Node label "+k)
+			}
+		}
+		return len(left) == 0, fmt.Sprintf("left: %v", left)
+	})
+	t.Logf("kubeblade removed %s after the commit left git", time.Since(start).Round(time.Second))
+
+	ns2, err := node.Client.CoreV1().Namespaces().Get(ctx(t), appNamespace, metav1.GetOptions{})
+	if err != nil || ns2.UID != ns.UID || ns2.DeletionTimestamp != nil {
+		t.Errorf("namespace %s after removal: %v (deleting: %v), want it kept", appNamespace, err, ns2.DeletionTimestamp)
+	}
+	for _, n := range []string{"bladeconfigs.kubeblade.io", "blades.kubeblade.io"} {
+		if crd := get(t, kind{"apiextensions.k8s.io/v1", "CustomResourceDefinition"}, "", n); crd.GetDeletionTimestamp() != nil {
+			t.Errorf("CRD %s is being deleted, want it kept", n)
+		}
+	}
+	u := get(t, bladeConfigKind, "", "spare-rack")
+	if string(u.GetUID()) != userUID || u.GetDeletionTimestamp() != nil || len(u.GetFinalizers()) != 0 {
+		t.Errorf("BladeConfig spare-rack: deleting %v, finalizers %v; want it kept, released by the cleanup Job", u.GetDeletionTimestamp(), u.GetFinalizers())
+	}
+	if b2 := get(t, bladeKind, "", nodeenv.NodeName); b2.GetUID() != blade.GetUID() || b2.GetDeletionTimestamp() != nil {
+		t.Errorf("Blade %s replaced or being deleted, want it kept", nodeenv.NodeName)
+	}
+	waitReady(t, kustomizationKind, fluxNamespace, "kubeblade-crds")
+}
+
+// testBadImage sets an image tag the registry does not have in the
+// HelmRelease's values, and a short timeout beside it, as a user overrides
+// both in their copy of app/helmrelease.yaml. Each upgrade waits that
+// long for the operator's new pod, fails, and is rolled back (the example's
+// upgrade remediation: rollback, 3 retries); then the HelmRelease stalls.
+func testBadImage(t *testing.T) {
+	const badTag = "v0.0.0-not-in-the-registry"
+	operator := waitPod(t, "app.kubernetes.io/component=operator", "the operator pod")
+	agent := waitPod(t, "app.kubernetes.io/component=agent", "the agent pod")
+	hrFile := filepath.Join(kubebladeDir, "app", "helmrelease.yaml")
+	edit(t, hrFile, "  timeout: 5m\n", "  timeout: 30s\n")
+	edit(t, hrFile, "      repository: ${KUBEBLADE_IMAGE_REPOSITORY}\n", "      repository: ${KUBEBLADE_IMAGE_REPOSITORY}\n      tag: "+badTag+"\n")
+	pushFleet(t, "image tag "+badTag)
+
+	// What kubectl shows while an upgrade waits: the new operator pod
+	// cannot pull the tag.
+	var pullError string
+	eventually(t, reconcileWait, "the HelmRelease to stall with the upgrade's failure", func(c context.Context) (bool, string) {
+		if pullError == "" {
+			pods, err := node.Client.CoreV1().Pods(appNamespace).List(c, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=operator"})
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, p := range pods.Items {
+				for _, cs := range p.Status.ContainerStatuses {
+					if w := cs.State.Waiting; w != nil && strings.HasSuffix(p.Spec.Containers[0].Image, ":"+badTag) && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff") {
+						pullError = fmt.Sprintf("pod %s: %s: %s", p.Name, w.Reason, w.Message)
+					}
+				}
+			}
+		}
+		hr, err := getObj(c, helmReleaseKind, appNamespace, "kubeblade")
+		if err != nil {
+			return false, err.Error()
+		}
+		tag, _, _ := unstructured.NestedString(hr.Object, "spec", "values", "image", "tag")
+		st, rm := condition(hr, "Ready")
+		sst, srm := condition(hr, "Stalled")
+		_, rrm := condition(hr, "Released")
+		return tag == badTag && st == "False" && sst == "True" && strings.Contains(rrm, "kubeblade-operator"),
+			fmt.Sprintf("values image.tag %q; Ready=%s %s; Stalled=%s %s; Released: %s", tag, st, rm, sst, srm, rrm)
+	})
+	if pullError == "" {
+		t.Errorf("no operator pod was seen failing to pull %s", badTag)
+	}
+	hr := get(t, helmReleaseKind, appNamespace, "kubeblade")
+	_, ready := condition(hr, "Ready")
+	_, released := condition(hr, "Released")
+	_, remediated := condition(hr, "Remediated")
+	t.Logf("kubelet: %s\nHelmRelease Ready: %s\nReleased: %s\nRemediated: %s", pullError, ready, released, remediated)
+	eventually(t, reconcileWait, "the kubeblade Kustomization to say it is not Ready", func(c context.Context) (bool, string) {
+		k, err := getObj(c, kustomizationKind, fluxNamespace, "kubeblade")
+		if err != nil {
+			return false, err.Error()
+		}
+		st, rm := condition(k, "Ready")
+		return st == "False" && strings.Contains(rm, "HelmRelease"), fmt.Sprintf("Ready=%s %s", st, rm)
+	})
+	// The rollbacks left the last good release running: the operator and
+	// agent pods are the ones from before, and run the good image.
+	for _, c := range []struct {
+		selector string
+		before   *corev1.Pod
+	}{{"app.kubernetes.io/component=operator", operator}, {"app.kubernetes.io/component=agent", agent}} {
+		after := waitPod(t, c.selector, c.selector)
+		if after.UID != c.before.UID || restartCount(after) != restartCount(c.before) || after.Spec.Containers[0].Image != c.before.Spec.Containers[0].Image {
+			t.Errorf("%s: pod %s (%s, restarts %d) after the bad tag, want %s (%s, restarts %d) still running",
+				c.selector, after.Name, after.Spec.Containers[0].Image, restartCount(after), c.before.Name, c.before.Spec.Containers[0].Image, restartCount(c.before))
+		}
+	}
+	// Fixing git brings the release back to Ready.
+	edit(t, hrFile, "      tag: "+badTag+"\n", "")
+	edit(t, hrFile, "  timeout: 30s\n", "  timeout: 5m\n")
+	pushFleet(t, "image tag from the chart again")
+	waitReady(t, helmReleaseKind, appNamespace, "kubeblade")
+	waitReady(t, kustomizationKind, fluxNamespace, "kubeblade")
 }
