@@ -120,6 +120,12 @@ type BladeStatus struct {
 	// +optional
 	// +listType=set
 	MissingCapabilities []string `json:"missingCapabilities,omitempty"`
+	// HardwareDetail is what the backend found and, for each missing
+	// capability, why (the agent's capability report, as its local socket
+	// gives it); `bladectl doctor --node` reads it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	HardwareDetail string `json:"hardwareDetail,omitempty"`
 	// HardwareBackend is linux or simulated.
 	// +optional
 	HardwareBackend string `json:"hardwareBackend,omitempty"`

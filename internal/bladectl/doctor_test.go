@@ -78,6 +78,9 @@ func TestDoctorThroughCluster(t *testing.T) {
 	st.SoC, st.FanUnit = "bcm2711", "standard"
 	st.Capabilities = []string{"button", "poe-detect", "stealth", "tach", "temperature"}
 	st.MissingCapabilities = []string{"fan", "leds"}
+	// The agent's report says why (hardware/linux's Info.Detail).
+	st.HardwareDetail = "devicetree compatible raspberrypi,4-compute-module; fan: none; " +
+		"missing fan: no PWM chip drives GPIO12 (found none; set linux.pwmChip to choose one); leds: no LED class device named top or edge"
 	k.blade(t, "doc-cm4", st)
 
 	r := k.bladectl(t, "--node", "doc-cm4", "doctor")
@@ -92,6 +95,8 @@ func TestDoctorThroughCluster(t *testing.T) {
 		"talosctl -n doc-cm4 ls /sys/class/pwm",
 		"          - name: kubeblade-leds\n",
 		"talosctl -n doc-cm4 ls /sys/class/leds",
+		"\n== fan\nmissing fan: no PWM chip drives GPIO12 (found none; set linux.pwmChip to choose one)\n",
+		"\n== leds\nmissing leds: no LED class device named top or edge\n",
 	} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("output lacks %q:\n%s", s, r.stdout)
@@ -107,6 +112,35 @@ func TestDoctorThroughCluster(t *testing.T) {
 	if d.Board != doctor.BoardCM4 || d.OS != doctor.OSTalos || len(d.Fixes) != 2 ||
 		d.Fixes[0].Capability != "fan" || d.Fixes[1].TalosPatch != doctor.Patch("kubeblade-leds") {
 		t.Errorf("report %+v", d)
+	}
+
+	// A fan the agent can only switch on and off is not missing; only the
+	// report's detail tells, and doctor reads it from the Blade too.
+	n = k.node(t, "doc-cm5", nil, nil)
+	n.Status.NodeInfo = corev1.NodeSystemInfo{OSImage: "Debian GNU/Linux 12 (bookworm)", KernelVersion: "6.12.34+rpt-rpi-2712",
+		OperatingSystem: "linux", Architecture: "arm64"}
+	if err := k.admin.Status().Update(testCtx(t), n); err != nil {
+		t.Fatal(err)
+	}
+	st = healthy()
+	st.SoC, st.FanUnit = "bcm2712", "standard"
+	st.Capabilities = []string{"button", "fan", "leds", "poe-detect", "stealth", "tach", "temperature"}
+	st.HardwareDetail = "devicetree compatible raspberrypi,5-compute-module; fan: gpio-on-off (no PWM chip drives GPIO12 " +
+		"(found pwmchip0 = 1f0009c000.pwm; set linux.pwmChip to choose one): not found)"
+	k.blade(t, "doc-cm5", st)
+	r = k.bladectl(t, "--node", "doc-cm5", "doctor")
+	if r.code != ExitOK {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for _, s := range []string{
+		"doc-cm5: board cm5, OS raspios (Debian GNU/Linux 12 (bookworm)), kernel 6.12.34+rpt-rpi-2712, fan unit standard, backend linux",
+		"1 change(s) below",
+		"\n== fan\nthe fan is only switched on or off: fan: gpio-on-off (no PWM chip drives GPIO12",
+		"add to /boot/firmware/config.txt:\n    dtoverlay=pwm,pin=12,func=4\n",
+	} {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("output lacks %q:\n%s", s, r.stdout)
+		}
 	}
 
 	// A Node without a Blade: no agent has reported there.

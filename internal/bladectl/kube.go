@@ -686,6 +686,7 @@ func statusFromBlade(b *v1alpha1.Blade) *agentv1.Status {
 			FanUnit:             s.FanUnit,
 			Capabilities:        s.Capabilities,
 			MissingCapabilities: s.MissingCapabilities,
+			Detail:              s.HardwareDetail,
 		},
 		Version: &agentv1.VersionInfo{Version: s.AgentVersion},
 	}

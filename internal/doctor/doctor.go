@@ -232,7 +232,8 @@ func Diagnose(in Input) Report {
 	// proportional either.
 	if in.FanUnit == "standard" && !slices.Contains(in.Missing, "fan") && strings.Contains(in.Detail, "gpio-on-off") {
 		f := d.fanPWM()
-		f.Why = "the fan is only switched on or off: " + detailFor(in.Detail, "fan")
+		note, _ := detailFor(in.Detail, "fan")
+		f.Why = "the fan is only switched on or off: " + note
 		r.Fixes = append(r.Fixes, f)
 	}
 	// kubeblade-leds also provides the fan's PWM chip and owns the pins a
@@ -273,9 +274,13 @@ func (d diag) raspios() bool { return d.in.OS == OSRaspiOS || d.in.OS == OSUnkno
 func (d diag) smart() bool   { return d.in.FanUnit == "smart" }
 
 func (d diag) fix(capability string) (Fix, bool) {
+	// The agent's reason, as its report words it ("missing fan: no PWM
+	// chip drives GPIO12 …"), else what it noted about the capability.
 	why := "missing " + capability
-	if s := detailFor(d.in.Detail, capability); s != "" {
-		why += ": " + s
+	if s, missing := detailFor(d.in.Detail, capability); missing {
+		why = "missing " + s
+	} else if s != "" {
+		why += " (" + s + ")"
 	}
 	var f Fix
 	switch capability {
@@ -492,16 +497,30 @@ func (d diag) leds() Fix {
 	return f
 }
 
-// detailFor picks the clause about capability from the agent's detail
-// ("…; fan: gpio-on-off (…); leds: …").
-func detailFor(detail, capability string) string {
+// detailFor picks the agent's words about capability from its detail:
+// hardware/linux's Info.Detail is its notes ("fan: gpio-on-off (…)"), then
+// "missing " and each missing capability's "capability: why", all joined
+// by "; ". An entry of the missing list wins over a note; missing says
+// which it was.
+func detailFor(detail, capability string) (clause string, missing bool) {
+	inMissing := false
+	note := ""
 	for _, part := range splitTop(detail) {
 		p := strings.TrimSpace(part)
-		if strings.HasPrefix(p, capability+": ") || strings.HasPrefix(p, "missing "+capability+": ") {
-			return p
+		if rest, ok := strings.CutPrefix(p, "missing "); ok && !inMissing {
+			inMissing, p = true, rest
+		}
+		if !strings.HasPrefix(p, capability+": ") {
+			continue
+		}
+		if inMissing {
+			return p, true
+		}
+		if note == "" {
+			note = p
 		}
 	}
-	return ""
+	return note, false
 }
 
 // splitTop splits at "; " outside parentheses.

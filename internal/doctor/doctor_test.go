@@ -216,16 +216,32 @@ func TestOSDetection(t *testing.T) {
 	}
 }
 
+// TestDetailFor reads detail as hardware/linux writes it: notes, then
+// "missing " and the missing capabilities, each "capability: why".
 func TestDetailFor(t *testing.T) {
-	d := "devicetree x; fan: gpio-on-off (a; b); missing leds: none (x; y); tach: GPIO13 held"
-	if got := detailFor(d, "leds"); got != "missing leds: none (x; y)" {
-		t.Errorf("leds: %q", got)
+	d := "devicetree x; fan: none (a; b); tach: GPIO13 held; missing fan: no PWM chip (found none; set linux.pwmChip); leds: none (x; y)"
+	for _, c := range []struct {
+		capability, clause string
+		missing            bool
+	}{
+		{"fan", "fan: no PWM chip (found none; set linux.pwmChip)", true},
+		{"leds", "leds: none (x; y)", true},
+		{"tach", "tach: GPIO13 held", false},
+		{"button", "", false},
+	} {
+		if got, missing := detailFor(d, c.capability); got != c.clause || missing != c.missing {
+			t.Errorf("%s: %q, %v; want %q, %v", c.capability, got, missing, c.clause, c.missing)
+		}
 	}
-	if got := detailFor(d, "tach"); got != "tach: GPIO13 held" {
-		t.Errorf("tach: %q", got)
-	}
-	if got := detailFor(d, "button"); got != "" {
-		t.Errorf("button: %q", got)
+	r := Diagnose(Input{Backend: "linux", IsBlade: true, SoC: "bcm2711", FanUnit: "standard", OS: OSTalos,
+		Missing: []string{"fan", "leds", "button"}, Detail: d})
+	for capability, why := range map[string]string{
+		"fan":  "missing fan: no PWM chip (found none; set linux.pwmChip)",
+		"leds": "missing leds: none (x; y)",
+	} {
+		if f, ok := fixFor(r, capability); !ok || f.Why != why {
+			t.Errorf("%s: why %q, want %q", capability, f.Why, why)
+		}
 	}
 }
 
