@@ -286,7 +286,8 @@ func TestBladeObjectOwnedByNodeWithStatus(t *testing.T) {
 	s := bl.Status
 	if s.NodeName != "blade-object" || s.SoC != "simulated" || s.HardwareBackend != "simulated" || s.AgentVersion != "test" ||
 		s.PowerSource != "poe-802.3at" || s.TemperatureCelsius == nil || s.Fan.Mode != "auto" || s.FanUnit != "standard" ||
-		!slices.Contains(s.Capabilities, "fan") || s.LEDs.Edge.Color != "#001000" || s.LEDs.Edge.Pattern != "steady" {
+		!slices.Contains(s.Capabilities, "fan") || s.LEDs.Edge.Color != "#001000" || s.LEDs.Edge.Pattern != "steady" ||
+		s.HardwareDetail != "software blade; leds: simulated WS2812 pair" {
 		t.Fatalf("status = %+v", s)
 	}
 	for _, c := range []string{v1alpha1.BladeConditionAgentReady, v1alpha1.BladeConditionThermalCritical, v1alpha1.BladeConditionFanStalled, v1alpha1.BladeConditionHardwareDegraded} {
