@@ -21,7 +21,6 @@ import (
 	"helm.sh/helm/v4/pkg/getter"
 	"helm.sh/helm/v4/pkg/kube"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,6 +28,7 @@ import (
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/testwait"
 	"github.com/kubeblade/kubeblade/test/kubelet/internal/nodeenv"
+	"github.com/kubeblade/kubeblade/test/kubelet/internal/podwait"
 )
 
 const (
@@ -194,71 +194,13 @@ func kclient(t *testing.T) client.Client {
 	return kclientC
 }
 
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// onePod returns the only running pod matching selector, once it is Ready
+// waitPod returns the only running pod matching selector, once it is Ready
 // (and, when cond is set, cond holds).
 func waitPod(t *testing.T, selector, what string, cond func(*corev1.Pod) (bool, string)) *corev1.Pod {
 	t.Helper()
 	var pod *corev1.Pod
-	eventually(t, podWait, what, func(ctx context.Context) (bool, string) {
-		pods, err := node.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
-		if err != nil {
-			return false, err.Error()
-		}
-		var live []corev1.Pod
-		for _, p := range pods.Items {
-			if p.DeletionTimestamp == nil {
-				live = append(live, p)
-			}
-		}
-		if len(live) != 1 {
-			return false, fmt.Sprintf("%d pods match %s", len(live), selector)
-		}
-		pod = &live[0]
-		if !podReady(pod) {
-			return false, describePod(pod)
-		}
-		if cond != nil {
-			return cond(pod)
-		}
-		return true, ""
-	})
+	eventually(t, podWait, what, podwait.Ready(node.Client, namespace, selector, cond, &pod))
 	return pod
-}
-
-func describePod(p *corev1.Pod) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "pod %s phase %s", p.Name, p.Status.Phase)
-	for _, c := range p.Status.Conditions {
-		if c.Status != corev1.ConditionTrue {
-			fmt.Fprintf(&b, "; %s=%s %s", c.Type, c.Status, c.Message)
-		}
-	}
-	for _, cs := range p.Status.ContainerStatuses {
-		fmt.Fprintf(&b, "; container %s restarts %d", cs.Name, cs.RestartCount)
-		if w := cs.State.Waiting; w != nil {
-			fmt.Fprintf(&b, " waiting %s: %s", w.Reason, w.Message)
-		}
-		if term := cs.LastTerminationState.Terminated; term != nil {
-			fmt.Fprintf(&b, " last exit %d (%s)", term.ExitCode, term.Reason)
-		}
-	}
-	return b.String()
-}
-
-func restarts(p *corev1.Pod) int32 {
-	if len(p.Status.ContainerStatuses) == 0 {
-		return 0
-	}
-	return p.Status.ContainerStatuses[0].RestartCount
 }
 
 func getBlade(ctx context.Context, t *testing.T) (*kbv1.Blade, error) {

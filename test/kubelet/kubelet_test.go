@@ -24,6 +24,7 @@ import (
 
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/test/kubelet/internal/nodeenv"
+	"github.com/kubeblade/kubeblade/test/kubelet/internal/podwait"
 )
 
 func clientScheme() *runtime.Scheme {
@@ -105,8 +106,8 @@ func testAgentReady(t *testing.T) {
 	}
 	// Ready is the kubelet's verdict from the readiness probe: the agent
 	// answered /readyz with every check passing.
-	if restarts(pod) != 0 {
-		t.Errorf("agent restarted %d times on its way to Ready: %s", restarts(pod), describePod(pod))
+	if podwait.Restarts(pod) != 0 {
+		t.Errorf("agent restarted %d times on its way to Ready: %s", podwait.Restarts(pod), podwait.Describe(pod))
 	}
 }
 
@@ -283,8 +284,8 @@ func testLiveConfig(t *testing.T) {
 		return false, "no applied config"
 	})
 	after := waitPod(t, agentSelector, "the agent pod", nil)
-	if after.UID != before.UID || restarts(after) != restarts(before) {
-		t.Errorf("the agent pod changed: %s (%d restarts) → %s (%d restarts)", before.UID, restarts(before), after.UID, restarts(after))
+	if after.UID != before.UID || podwait.Restarts(after) != podwait.Restarts(before) {
+		t.Errorf("the agent pod changed: %s (%d restarts) → %s (%d restarts)", before.UID, podwait.Restarts(before), after.UID, podwait.Restarts(after))
 	}
 	ds2, err := node.Client.AppsV1().DaemonSets(namespace).Get(ctx(t), agentDSName, metav1.GetOptions{})
 	if err != nil {
@@ -327,7 +328,7 @@ func waitRestarted(t *testing.T, before *corev1.Pod, since time.Time) {
 		if p.UID != before.UID {
 			return false, "a new pod replaced the old one; the kubelet should restart the container in place"
 		}
-		return restarts(p) > restarts(before), describePod(p)
+		return podwait.Restarts(p) > podwait.Restarts(before), podwait.Describe(p)
 	})
 	waitNodeEvent(t, "AgentStarted", since)
 	eventually(t, time.Minute, "the Blade's heartbeat after the restart", func(ctx context.Context) (bool, string) {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/kubeblade/kubeblade/internal/testwait"
 	"github.com/kubeblade/kubeblade/test/kubelet/internal/nodeenv"
+	"github.com/kubeblade/kubeblade/test/kubelet/internal/podwait"
 )
 
 const (
@@ -460,51 +461,12 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func(cont
 }
 
 // waitPod waits for the one live pod in appNamespace matching selector to
-// be Running and Ready.
+// be Ready.
 func waitPod(t *testing.T, selector, what string) *corev1.Pod {
 	t.Helper()
 	var pod *corev1.Pod
-	eventually(t, reconcileWait, what, func(c context.Context) (bool, string) {
-		pods, err := node.Client.CoreV1().Pods(appNamespace).List(c, metav1.ListOptions{LabelSelector: selector})
-		if err != nil {
-			return false, err.Error()
-		}
-		var live []corev1.Pod
-		for _, p := range pods.Items {
-			if p.DeletionTimestamp == nil {
-				live = append(live, p)
-			}
-		}
-		if len(live) != 1 {
-			return false, fmt.Sprintf("%d pods match %s", len(live), selector)
-		}
-		pod = &live[0]
-		if pod.Status.Phase != corev1.PodRunning || !podReady(pod) {
-			return false, describePod(pod)
-		}
-		return true, ""
-	})
+	eventually(t, reconcileWait, what, podwait.Ready(node.Client, appNamespace, selector, nil, &pod))
 	return pod
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func describePod(p *corev1.Pod) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "pod %s phase %s", p.Name, p.Status.Phase)
-	for _, cs := range p.Status.ContainerStatuses {
-		if w := cs.State.Waiting; w != nil {
-			fmt.Fprintf(&b, "; %s waiting %s: %s", cs.Name, w.Reason, w.Message)
-		}
-	}
-	return b.String()
 }
 
 // requestReconcile asks a Flux controller to reconcile an object now, as
@@ -611,24 +573,15 @@ func testUpgrade(t *testing.T) {
 	}
 }
 
-// waitPodImage waits for the one live pod matching selector to run image.
+// waitPodImage waits for the one live pod matching selector to run image,
+// Ready.
 func waitPodImage(t *testing.T, selector, image string) *corev1.Pod {
 	t.Helper()
 	var pod *corev1.Pod
-	eventually(t, reconcileWait, selector+" running "+image, func(c context.Context) (bool, string) {
-		pods, err := node.Client.CoreV1().Pods(appNamespace).List(c, metav1.ListOptions{LabelSelector: selector})
-		if err != nil {
-			return false, err.Error()
-		}
-		if len(pods.Items) != 1 {
-			return false, fmt.Sprintf("%d pods", len(pods.Items))
-		}
-		pod = &pods.Items[0]
-		if pod.DeletionTimestamp != nil || pod.Spec.Containers[0].Image != image || !podReady(pod) {
-			return false, describePod(pod) + " image " + pod.Spec.Containers[0].Image
-		}
-		return true, ""
-	})
+	eventually(t, reconcileWait, selector+" running "+image, podwait.Ready(node.Client, appNamespace, selector,
+		func(p *corev1.Pod) (bool, string) {
+			return p.Spec.Containers[0].Image == image, "image " + p.Spec.Containers[0].Image
+		}, &pod))
 	return pod
 }
 
@@ -665,8 +618,8 @@ func testInvalidBladeConfig(t *testing.T) {
 	// The release in the cluster is the last good one: the operator pod
 	// was never replaced and the BladeConfig keeps its valid value.
 	after := waitPod(t, "app.kubernetes.io/component=operator", "the operator pod")
-	if after.UID != before.UID || restartCount(after) != restartCount(before) {
-		t.Errorf("operator pod %s (restarts %d) after the bad value, want %s (restarts %d) still running", after.Name, restartCount(after), before.Name, restartCount(before))
+	if after.UID != before.UID || podwait.Restarts(after) != podwait.Restarts(before) {
+		t.Errorf("operator pod %s (restarts %d) after the bad value, want %s (restarts %d) still running", after.Name, podwait.Restarts(after), before.Name, podwait.Restarts(before))
 	}
 	bc := get(t, kind{"kubeblade.io/v1alpha1", "BladeConfig"}, "", "default")
 	if crit, _, _ := unstructured.NestedFieldNoCopy(bc.Object, "spec", "agent", "criticalCelsius"); fmt.Sprint(crit) != "60" {
@@ -677,13 +630,6 @@ func testInvalidBladeConfig(t *testing.T) {
 	pushFleet(t, "criticalCelsius 60")
 	waitReady(t, helmReleaseKind, appNamespace, "kubeblade")
 	waitReady(t, kustomizationKind, fluxNamespace, "kubeblade")
-}
-
-func restartCount(p *corev1.Pod) int32 {
-	if len(p.Status.ContainerStatuses) == 0 {
-		return 0
-	}
-	return p.Status.ContainerStatuses[0].RestartCount
 }
 
 func testSandboxNode(t *testing.T) {
@@ -734,7 +680,7 @@ func testSandboxNode(t *testing.T) {
 			p := &pods.Items[i]
 			if p.UID != old.UID && p.DeletionTimestamp == nil {
 				pod = p
-				return p.Spec.NodeName == nodeenv.NodeName && p.Status.Phase == corev1.PodRunning && podReady(p), describePod(p)
+				return p.Spec.NodeName == nodeenv.NodeName && podwait.IsReady(p), podwait.Describe(p)
 			}
 		}
 		return false, "no new agent pod"
@@ -941,9 +887,9 @@ func testBadImage(t *testing.T) {
 		before   *corev1.Pod
 	}{{"app.kubernetes.io/component=operator", operator}, {"app.kubernetes.io/component=agent", agent}} {
 		after := waitPod(t, c.selector, c.selector)
-		if after.UID != c.before.UID || restartCount(after) != restartCount(c.before) || after.Spec.Containers[0].Image != c.before.Spec.Containers[0].Image {
+		if after.UID != c.before.UID || podwait.Restarts(after) != podwait.Restarts(c.before) || after.Spec.Containers[0].Image != c.before.Spec.Containers[0].Image {
 			t.Errorf("%s: pod %s (%s, restarts %d) after the bad tag, want %s (%s, restarts %d) still running",
-				c.selector, after.Name, after.Spec.Containers[0].Image, restartCount(after), c.before.Name, c.before.Spec.Containers[0].Image, restartCount(c.before))
+				c.selector, after.Name, after.Spec.Containers[0].Image, podwait.Restarts(after), c.before.Name, c.before.Spec.Containers[0].Image, podwait.Restarts(c.before))
 		}
 	}
 	// Fixing git brings the release back to Ready.
