@@ -66,6 +66,7 @@ var (
 		// Set up by startCluster.
 		env        *testenv.Env
 		admin      client.Client
+		adminREST  *rest.Config
 		kubeconfig string // contexts "admin" (current) and "viewer" (no RBAC)
 
 		browserOnce sync.Once
@@ -101,6 +102,7 @@ func startCluster(ctx context.Context, env *testenv.Env) error {
 	if err != nil {
 		return err
 	}
+	suite.adminREST = admin.Config()
 	if suite.admin, err = client.New(admin.Config(), client.Options{Scheme: dashboard.Scheme()}); err != nil {
 		return err
 	}
