@@ -56,6 +56,7 @@ func main() {
 	flag.DurationVar(&o.period, "period", 5*time.Second, "every blade's temperature changes once per period")
 	flag.DurationVar(&o.window, "window", 60*time.Second, "how long to measure CPU under load")
 	flag.IntVar(&o.probes, "probes", 20, "LED changes timed from the API write to the page")
+	flag.IntVar(&o.writers, "writers", 64, "concurrent Blade status writes of the load")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench dashboard:", err)
@@ -69,6 +70,7 @@ type options struct {
 	period   time.Duration
 	window   time.Duration
 	probes   int
+	writers  int
 }
 
 // result is the run's figures, printed as one "dashboard-result k=v ..."
@@ -221,7 +223,9 @@ func run(o options) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer stopLoad()
-	wg.Go(func() { changeTemperatures(loadCtx, env.Admin, o.blades, o.period, &writes, &failures) })
+	wg.Go(func() {
+		changeTemperatures(loadCtx, env.Admin, o.blades, o.period, max(o.writers, 1), &writes, &failures)
+	})
 	// Let the load settle for one period before measuring.
 	time.Sleep(o.period)
 	writes.Store(0)
@@ -383,13 +387,14 @@ func createBlades(ctx context.Context, c client.Client, n int) error {
 }
 
 // changeTemperatures writes each blade's temperature once per period,
-// spread evenly, as N agents whose SoCs drift would.
-func changeTemperatures(ctx context.Context, c client.Client, n int, period time.Duration, writes, failures *atomic.Int64) {
+// spread evenly, as N agents whose SoCs drift would, from writers
+// goroutines; a write none of them can start on time is skipped.
+func changeTemperatures(ctx context.Context, c client.Client, n int, period time.Duration, writers int, writes, failures *atomic.Int64) {
 	tick := time.NewTicker(period / time.Duration(n))
 	defer tick.Stop()
 	jobs := make(chan int, 64)
 	var wg sync.WaitGroup
-	for range 16 {
+	for range writers {
 		wg.Go(func() {
 			for i := range jobs {
 				patch := fmt.Sprintf(`{"status":{"temperatureCelsius":%d}}`, 40+rand.IntN(30))
