@@ -20,10 +20,11 @@ import (
 )
 
 // createLargeRack creates chassis × 20 blades, chassis "<prefix>-01" on,
-// blade "<prefix>-CC-SS" in slot SS, a few requests at once, and deletes
-// them when the test ends. Their Nodes have no Ready condition (the page
-// says "node not ready"), which saves a request per blade.
-func createLargeRack(t *testing.T, prefix string, chassis int) {
+// blade "<prefix>-CC-SS" in slot SS, and pool blades "<prefix>-pool-NNN"
+// without rack labels, a few requests at once, and deletes them when the
+// test ends. Their Nodes have no Ready condition (the page says "node not
+// ready"), which saves a request per blade.
+func createLargeRack(t *testing.T, prefix string, chassis, pool int) {
 	t.Helper()
 	type blade struct{ name, chassis, slot string }
 	var all []blade
@@ -31,6 +32,9 @@ func createLargeRack(t *testing.T, prefix string, chassis int) {
 		for s := 1; s <= 20; s++ {
 			all = append(all, blade{fmt.Sprintf("%s-%02d-%02d", prefix, c, s), fmt.Sprintf("%s-%02d", prefix, c), strconv.Itoa(s)})
 		}
+	}
+	for i := 1; i <= pool; i++ {
+		all = append(all, blade{name: fmt.Sprintf("%s-pool-%03d", prefix, i)})
 	}
 	// A client of its own that is not held to client-go's default 5
 	// requests per second.
@@ -71,8 +75,11 @@ func createLargeRack(t *testing.T, prefix string, chassis int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if err := each(func(b blade) error {
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: b.name, Labels: map[string]string{
-			v1alpha1.LabelBlade: "true", dashboard.LabelChassis: b.chassis, dashboard.LabelSlot: b.slot}}}
+		labels := map[string]string{v1alpha1.LabelBlade: "true"}
+		if b.chassis != "" {
+			labels[dashboard.LabelChassis], labels[dashboard.LabelSlot] = b.chassis, b.slot
+		}
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: b.name, Labels: labels}}
 		if err := c.Create(ctx, n); err != nil {
 			return err
 		}
@@ -98,7 +105,7 @@ func TestBrowserLargeRackDrawsOnlyWhatIsInView(t *testing.T) {
 	needCluster(t)
 	needBrowser(t)
 	const chassis, total = 24, 480
-	createLargeRack(t, "lg", chassis)
+	createLargeRack(t, "lg", chassis, 0)
 	d := startDashboard(t, "127.0.0.1:0")
 	p := openPage(t, d.url, 1280, 720)
 	p.waitBlades("lg-01-01", "lg-01-20")
@@ -181,4 +188,36 @@ func TestBrowserLargeRackDrawsOnlyWhatIsInView(t *testing.T) {
 	p.until("the filter to keep only lg-02-07", live, `(() => { const v = [...document.querySelectorAll("article.blade")].filter((c) => c.checkVisibility()).map((c) => c.dataset.name).join(" ");
 		const s = [...document.querySelectorAll("main > section")].filter((s) => !s.hidden).map((s) => s.dataset.chassis).join(" ");
 		return v === "lg-02-07" && s === "lg-02" ? "ok" : "cards: " + v + "; chassis: " + s; })()`)
+}
+
+// TestBrowserLargePoolDrawsOnlyWhatIsInView: 480 blades without rack
+// labels are one section, the pool, drawn in parts of 120 in name order:
+// only the parts near the screen have cards, and a change to a blade at
+// the far end shows when it is scrolled to.
+func TestBrowserLargePoolDrawsOnlyWhatIsInView(t *testing.T) {
+	needCluster(t)
+	needBrowser(t)
+	const total = 480
+	createLargeRack(t, "lp", 0, total)
+	d := startDashboard(t, "127.0.0.1:0")
+	p := openPage(t, d.url, 1280, 720)
+	p.waitBlades("lp-pool-001")
+	p.until("all 480 blades counted", live, `[...document.querySelectorAll("#summary .chip")].some((c) => c.textContent === "480 blades") ? "ok" : document.querySelector("#summary").textContent`)
+	parts := `(() => [...document.querySelectorAll('section[data-chassis=""] .slots')].map((g) => g.querySelectorAll("article.blade").length + "/" + Math.round(g.getBoundingClientRect().height)).join(" "))()`
+	p.until("the first part drawn", live, cond(`return card("lp-pool-001") && card("lp-pool-120") && !card("lp-pool-480") ? "ok" : `+parts))
+	got := eval[string](p, parts)
+	t.Logf("the pool's parts at the top, cards/height: %s", got)
+	if n := eval[int](p, `document.querySelectorAll('article.blade[data-name^="lp-"]').length`); n == 0 || n > total/3 {
+		t.Errorf("%d cards in the DOM at the top (parts %s), want some but at most a third of %d", n, got, total)
+	}
+	const far = "lp-pool-480"
+	setStatus(t, far, func(s *v1alpha1.BladeStatus) { s.TemperatureCelsius = i32(78) })
+	p.until("the summary to show the far blade's 78 °C", live, `[...document.querySelectorAll("#summary .chip")].some((c) => c.textContent === "hottest 78 °C") ? "ok" : document.querySelector("#summary").textContent`)
+	eval[any](p, `[...document.querySelectorAll('section[data-chassis=""] .slots')].pop().scrollIntoView({block: "end"}), null`)
+	p.until(far+" drawn with its change", live, cond(`const c = card("`+far+`"); if (!c) return "no card; parts " + `+parts+`;
+		const r = c.getBoundingClientRect(), t = c.querySelector(".temp").textContent;
+		return r.bottom > 0 && r.top < innerHeight && t === "78 °C" ? "ok" : t + " at " + r.top;`))
+	if eval[bool](p, cond(`return !!card("lp-pool-001")`)) {
+		t.Errorf("lp-pool-001, at the other end of the pool, still has a card (parts %s)", eval[string](p, parts))
+	}
 }

@@ -18,8 +18,8 @@
   // some 300 000 nodes): the others keep their place with an estimated
   // height, and are drawn from the current state when scrolled to.
   const cards = new Map(); // name -> {el, refs, section, slot, pattern: {top, edge}}
-  const sections = new Map(); // chassis -> {el, grid, count, drawn}
-  const near = new Set(); // chassis whose section is within a screen of the view
+  const sections = new Map(); // chassis -> {el, count, parts}
+  const near = new Set(); // parts within a screen of the view
   let detailName = null;
   let detailEvents = [];
   let filterTokens = [];
@@ -74,7 +74,8 @@
     searchOf.clear();
     for (const b of m.blades) remember(b);
     status = m.status;
-    for (const s of sections.values()) observer.unobserve(s.el);
+    observer.disconnect();
+    resized.disconnect();
     racksEl.replaceChildren();
     cards.clear();
     sections.clear();
@@ -195,30 +196,38 @@
   const sectionKey = (b) => b.chassis || '';
   const matches = (name) => filterTokens.every((t) => (searchOf.get(name) || '').includes(t));
 
-  // The sections near the screen (one screen above and below it) are
-  // drawn; the others are emptied as they leave it.
+  // A section is drawn in parts, each a grid of cards: a chassis is one
+  // part, the pool (which can hold every blade of a cluster without rack
+  // labels) one part per POOL_PART blades in name order. The parts near
+  // the screen (one screen above and below it) are drawn; the others are
+  // emptied as they leave it.
+  const POOL_PART = 120;
+  const partOf = new WeakMap(); // grid -> part
   const observer = new IntersectionObserver((entries) => {
     for (const e of entries) {
-      if (e.isIntersecting) near.add(e.target.dataset.chassis);
-      else near.delete(e.target.dataset.chassis);
+      const part = partOf.get(e.target);
+      if (!part) continue;
+      if (e.isIntersecting) near.add(part);
+      else near.delete(part);
     }
     drawNear();
   }, { rootMargin: '100% 0px' });
+  const allParts = () => [...sections.values()].flatMap((s) => s.parts);
 
   function drawNear() {
     let drew = false;
     const gone = [];
-    for (const [key, s] of sections) {
-      if (near.has(key) && !s.drawn) {
-        draw(key);
+    for (const part of allParts()) {
+      if (near.has(part) && !part.drawn) {
+        draw(part);
         drew = true;
-      } else if (!near.has(key) && s.drawn && !s.el.contains(document.activeElement)) {
-        gone.push(key);
+      } else if (!near.has(part) && part.drawn && !part.grid.contains(document.activeElement)) {
+        gone.push(part);
       }
     }
     // What leaves is measured before any of it is emptied (one layout).
     if (gone.length) placeholders();
-    for (const key of gone) undraw(key);
+    for (const part of gone) undraw(part);
     if (drew) placeholders();
     if (viewPending && (drew || sections.size === 0)) {
       viewPending = false;
@@ -226,48 +235,45 @@
     }
   }
 
-  function draw(key) {
-    const s = sections.get(key);
-    s.drawn = true;
-    s.grid.style.removeProperty('height');
-    layout(key);
-    resized.observe(s.grid);
+  function draw(part) {
+    part.drawn = true;
+    part.grid.style.removeProperty('height');
+    layout(part);
+    resized.observe(part.grid);
   }
 
-  function undraw(key) {
-    const s = sections.get(key);
-    const h = s.grid.getBoundingClientRect().height;
-    resized.unobserve(s.grid);
-    for (const name of members.get(key) || []) cards.delete(name);
-    s.grid.replaceChildren();
-    s.drawn = false;
-    s.grid.style.height = `${h}px`;
+  function undraw(part) {
+    const h = part.grid.getBoundingClientRect().height;
+    resized.unobserve(part.grid);
+    for (const name of part.names) cards.delete(name);
+    part.grid.replaceChildren();
+    part.drawn = false;
+    part.grid.style.height = `${h}px`;
   }
 
-  // A section not drawn keeps the place it would take, so the scroll bar is
-  // right and a section drawn as it is scrolled to pushes nothing: the
-  // height a drawn section with as many places (slots, or cards) had, or,
-  // before one was seen, its rows of cards at a drawn card's height.
-  // Heights learned hold for one width and filter.
+  // A part not drawn keeps the place it would take, so the scroll bar is
+  // right and a part drawn as it is scrolled to pushes nothing: the height
+  // a drawn part with as many places (slots, or cards) had, or, before one
+  // was seen, its rows of cards at a drawn card's height. Heights learned
+  // hold for one width and filter.
   const learned = new Map(); // places -> px
   let learnedFor = '';
   let rowHeight = 0;
-  const placesOf = (key) => {
-    const names = [...(members.get(key) || [])];
-    if (filterTokens.length) return names.filter(matches).length;
-    if (!key) return names.length;
+  const placesOf = (part) => {
+    if (filterTokens.length) return part.names.filter(matches).length;
+    if (!part.key) return part.names.length;
     let highest = 0;
     let unslotted = 0;
-    for (const n of names) {
+    for (const n of part.names) {
       const slot = blades.get(n).slot || 0;
       if (slot > 0) highest = Math.max(highest, slot);
       else unslotted++;
     }
     return highest + unslotted;
   };
-  function learn(s) {
-    const h = s.grid.getBoundingClientRect().height;
-    if (h > 0) learned.set(placesOf(s.el.dataset.chassis), h);
+  function learn(part) {
+    const h = part.grid.getBoundingClientRect().height;
+    if (h > 0) learned.set(placesOf(part), h);
   }
   function placeholders() {
     const now = `${innerWidth} ${filterTokens.join(' ')}`;
@@ -275,7 +281,8 @@
       learned.clear();
       learnedFor = now;
     }
-    for (const s of sections.values()) if (s.drawn && !s.el.hidden) learn(s);
+    const parts = allParts();
+    for (const part of parts) if (part.drawn && !part.section.el.hidden) learn(part);
     const drawnCard = racksEl.querySelector('article.blade:not([hidden])');
     if (drawnCard) rowHeight = Math.max(rowHeight, drawnCard.getBoundingClientRect().height);
     const row = rowHeight || 9 * parseFloat(getComputedStyle(document.documentElement).fontSize);
@@ -287,19 +294,19 @@
       gap = parseFloat(st.rowGap) || 0;
       cols = Math.max(1, st.gridTemplateColumns.split(' ').filter(Boolean).length);
     }
-    for (const [key, s] of sections) {
-      if (s.drawn) continue;
-      const places = placesOf(key);
+    for (const part of parts) {
+      if (part.drawn) continue;
+      const places = placesOf(part);
       let h = learned.get(places);
       if (h === undefined) {
         const rows = Math.ceil(places / cols);
         h = rows ? rows * row + (rows - 1) * gap : 0;
       }
       const px = `${h}px`;
-      if (s.grid.style.height !== px) s.grid.style.height = px;
+      if (part.grid.style.height !== px) part.grid.style.height = px;
     }
   }
-  // Drawn sections change height as their blades change (a badge more, a
+  // Drawn parts change height as their blades change (a badge more, a
   // card of a blade that just got its agent): the places kept follow.
   let placeFrame = 0;
   const later = () => {
@@ -321,14 +328,27 @@
     const count = document.createElement('span');
     count.className = 'count';
     h.append(title, count);
-    const grid = document.createElement('div');
-    grid.className = 'slots';
-    el.append(h, grid);
-    s = { el, grid, count, drawn: false };
+    el.append(h);
+    s = { el, count, parts: [] };
     sections.set(key, s);
     racksEl.append(el);
-    observer.observe(el);
     return s;
+  }
+
+  // parts splits a section's members into its parts' names.
+  function partNames(key, names) {
+    if (key) return [[...names]];
+    const all = sorted([...names].map((n) => blades.get(n))).map((b) => b.name);
+    const out = [];
+    for (let i = 0; i < all.length; i += POOL_PART) out.push(all.slice(i, i + POOL_PART));
+    return out;
+  }
+
+  function dropPart(part) {
+    observer.unobserve(part.grid);
+    resized.unobserve(part.grid);
+    near.delete(part);
+    part.grid.remove();
   }
 
   // Chassis in natural order, the pool last.
@@ -339,17 +359,16 @@
   }
 
   // relayout brings one section in line with its members: gone when it has
-  // none, its count, whether the filter leaves any of it, and its cards if
-  // it is drawn. It reports whether the sections' order may have changed.
+  // none, its count, whether the filter leaves any of it, its parts, and
+  // the cards of those drawn. It reports whether the sections' order may
+  // have changed.
   function relayout(key) {
     const names = members.get(key);
     let s = sections.get(key);
     if (!names || names.size === 0) {
       members.delete(key);
       if (!s) return false;
-      observer.unobserve(s.el);
-      resized.unobserve(s.grid);
-      near.delete(key);
+      for (const part of s.parts) dropPart(part);
       s.el.remove();
       sections.delete(key);
       return true;
@@ -360,16 +379,35 @@
     for (const n of names) highest = Math.max(highest, key ? blades.get(n).slot || 0 : 0);
     s.count.textContent = `${names.size} blade${names.size === 1 ? '' : 's'}` + (highest ? ` · ${highest} slots` : '');
     s.el.hidden = filterTokens.length > 0 && ![...names].some(matches);
-    if (s.drawn) layout(key);
+    const lists = partNames(key, names);
+    while (s.parts.length > lists.length) dropPart(s.parts.pop());
+    lists.forEach((list, i) => {
+      let part = s.parts[i];
+      if (!part) {
+        const grid = document.createElement('div');
+        grid.className = 'slots';
+        part = { grid, key, section: s, names: [], drawn: false };
+        partOf.set(grid, part);
+        s.parts.push(part);
+        s.el.append(grid);
+        observer.observe(grid);
+      }
+      part.names = list;
+      if (part.drawn) layout(part);
+    });
+    if (!key) {
+      // Blades that moved to a pool part not drawn leave their cards.
+      for (const [n, c] of cards) if (!c.el.isConnected) cards.delete(n);
+    }
     return created;
   }
 
-  // layout draws a drawn section's cards in order: a chassis shows its
-  // slots 1..highest, empty ones as gaps, then blades without a usable
-  // slot; the pool is by name.
-  function layout(key) {
-    const s = sections.get(key);
-    const list = sorted([...(members.get(key) || [])].map((n) => blades.get(n)));
+  // layout draws a drawn part's cards in order: a chassis shows its slots
+  // 1..highest, empty ones as gaps, then blades without a usable slot; the
+  // pool is by name.
+  function layout(part) {
+    const key = part.key;
+    const list = sorted(part.names.map((n) => blades.get(n)));
     const bySlot = new Map();
     const unslotted = [];
     for (const b of list) {
@@ -387,8 +425,6 @@
         cards.set(b.name, c);
         fill(c, b);
       }
-      c.section = key;
-      c.slot = b.slot || 0;
       c.el.hidden = !matches(b.name);
       return c;
     };
@@ -412,8 +448,8 @@
       }
     }
     for (const b of unslotted) order.push(cardOf(b).el);
-    s.grid.replaceChildren(...order);
-    syncBlinks(s.grid);
+    part.grid.replaceChildren(...order);
+    syncBlinks(part.grid);
   }
 
   // ---- a blade card -----------------------------------------------------
@@ -724,14 +760,15 @@
   // in those that are drawn, the cards that match.
   function applyFilter() {
     for (const [key, s] of sections) {
-      const names = [...(members.get(key) || [])];
-      s.el.hidden = filterTokens.length > 0 && !names.some(matches);
-      if (!s.drawn) continue;
-      for (const n of names) {
-        const c = cards.get(n);
-        if (c) c.el.hidden = !matches(n);
+      s.el.hidden = filterTokens.length > 0 && ![...(members.get(key) || [])].some(matches);
+      for (const part of s.parts) {
+        if (!part.drawn) continue;
+        for (const n of part.names) {
+          const c = cards.get(n);
+          if (c) c.el.hidden = !matches(n);
+        }
+        part.grid.querySelectorAll('.slot.empty').forEach((g) => { g.hidden = filterTokens.length > 0; });
       }
-      s.grid.querySelectorAll('.slot.empty').forEach((g) => { g.hidden = filterTokens.length > 0; });
     }
     placeholders();
   }
