@@ -64,7 +64,8 @@ $rows"
 cpu_model=$(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)
 mem=$(awk '/^MemTotal:/{printf "%.1f GiB", $2/1048576}' /proc/meminfo)
 chromium=$({ "${KUBEBLADE_CHROMIUM:-chromium}" --version 2>/dev/null || echo "Chromium"; } | head -n 1)
-measured=$("$bladectl" version 2>/dev/null | head -n 1 || echo "$bladectl")
+measured=$("$bladectl" version --client 2>/dev/null || true)
+[ -n "$measured" ] || measured=$bladectl
 machine="$(nproc) CPUs ($cpu_model), $mem RAM, $(go version | cut -d' ' -f3-), $(uname -sr), $chromium; $(date -u '+%Y-%m-%d %H:%M UTC'); commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), measuring $measured; load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 echo
 echo "rack view — $machine"
