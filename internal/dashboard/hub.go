@@ -321,7 +321,7 @@ func (h *Hub) snapshot() []byte {
 // changes to the others as JSON merge patches (RFC 7386) of their JSON,
 // each with the blade's name added, and the names of those no longer on
 // the page. A temperature change is {"name":"blade-0042","temperatureCelsius":61},
-// some 50 bytes instead of the blade's 600, and a rack of 10 000 blades
+// some 50 bytes instead of the blade's 450, and a rack of 10 000 blades
 // that each change every 5 s sends 2 000 of them a second.
 //
 // A patch turns what the page had at the last message into what is now;
