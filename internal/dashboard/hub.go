@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/utils/clock"
@@ -78,6 +79,7 @@ type Hub struct {
 	blades    map[string]*v1alpha1.Blade
 	nodes     map[string]*corev1.Node
 	views     map[string]json.RawMessage // the JSON of every blade on the page
+	sent      map[string]json.RawMessage // each blade's JSON as the pages last got it
 	events    map[string][]Event         // per node, oldest first
 	status    Status
 	dirty     map[string]struct{}
@@ -104,7 +106,7 @@ func NewHub(o HubOptions) *Hub {
 	h := &Hub{
 		clk: o.Clock, interval: o.FlushInterval, maxEvents: o.EventsPerBlade, buffer: o.SubscriberBuffer,
 		blades: map[string]*v1alpha1.Blade{}, nodes: map[string]*corev1.Node{},
-		views: map[string]json.RawMessage{}, events: map[string][]Event{},
+		views: map[string]json.RawMessage{}, sent: map[string]json.RawMessage{}, events: map[string][]Event{},
 		dirty: map[string]struct{}{}, subs: map[*Subscription]struct{}{},
 	}
 	for _, k := range []string{KindBlades, KindNodes, KindEvents} {
@@ -315,10 +317,20 @@ func (h *Hub) snapshot() []byte {
 	return frame("snapshot", b.Bytes())
 }
 
-// bladesMessage is the "blades" message: blades added or changed, and
-// the names of those no longer on the page.
+// bladesMessage is the "blades" message: blades new to the page in full,
+// changes to the others as JSON merge patches (RFC 7386) of their JSON,
+// each with the blade's name added, and the names of those no longer on
+// the page. A temperature change is {"name":"blade-0042","temperatureCelsius":61},
+// some 50 bytes instead of the blade's 450, and a rack of 10 000 blades
+// that each change every 5 s sends 2 000 of them a second.
+//
+// A patch turns what the page had at the last message into what is now;
+// applied to a blade that already is what is now (a page whose snapshot
+// came after the change) it changes nothing, so every page can get the
+// same message.
 type bladesMessage struct {
 	Upsert []json.RawMessage `json:"upsert,omitempty"`
+	Patch  []json.RawMessage `json:"patch,omitempty"`
 	Remove []string          `json:"remove,omitempty"`
 }
 
@@ -341,14 +353,26 @@ func (h *Hub) Flush() {
 		slices.Sort(names)
 		var m bladesMessage
 		for _, n := range names {
-			if raw, ok := h.views[n]; ok {
+			raw, now := h.views[n]
+			before, had := h.sent[n]
+			switch {
+			case now && had:
+				if p := namedPatch(n, before, raw); p != nil {
+					m.Patch = append(m.Patch, p)
+				}
+				h.sent[n] = raw
+			case now:
 				m.Upsert = append(m.Upsert, raw)
-			} else {
+				h.sent[n] = raw
+			case had:
 				m.Remove = append(m.Remove, n)
+				delete(h.sent, n)
 			}
 		}
-		raw, _ := json.Marshal(m)
-		msgs = append(msgs, frame("blades", raw))
+		if len(m.Upsert)+len(m.Patch)+len(m.Remove) > 0 {
+			raw, _ := json.Marshal(m)
+			msgs = append(msgs, frame("blades", raw))
+		}
 		clear(h.dirty)
 	}
 	if len(h.newEvents) > 0 {
@@ -369,6 +393,25 @@ func (h *Hub) Flush() {
 			}
 		}
 	}
+}
+
+// namedPatch is the JSON merge patch from one view of a blade to another,
+// with the blade's name added (a name never changes, so a patch never has
+// one of its own); nil when they do not differ.
+func namedPatch(name string, before, after json.RawMessage) json.RawMessage {
+	p, err := jsonpatch.CreateMergePatch(before, after)
+	if err != nil { // cannot happen: both are the hub's own JSON objects
+		panic(err)
+	}
+	if bytes.Equal(p, []byte("{}")) {
+		return nil
+	}
+	n, _ := json.Marshal(name)
+	out := make([]byte, 0, len(p)+len(n)+9)
+	out = append(out, `{"name":`...)
+	out = append(out, n...)
+	out = append(out, ',')
+	return append(out, p[1:]...)
 }
 
 // Run flushes every FlushInterval until stop is closed.

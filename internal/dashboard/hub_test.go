@@ -180,18 +180,17 @@ func TestFlushSendsOnlyWhatChanged(t *testing.T) {
 	h.SetBlade(again)
 	h.Flush()
 	m := next(t, s)
-	var bm struct {
-		Upsert []Blade   `json:"upsert"`
-		Remove []string  `json:"remove"`
-		Other  *struct{} `json:"other"`
-	}
-	if err := json.Unmarshal(m.data, &bm); err != nil || m.event != "blades" {
-		t.Fatalf("got %s %s (%v), want a blades message", m.event, m.data, err)
-	}
-	if len(bm.Upsert) != 1 || bm.Upsert[0].Name != "blade-a1" || *bm.Upsert[0].TemperatureCelsius != 61 || len(bm.Remove) != 0 {
-		t.Fatalf("blades message %s, want blade-a1 at 61 °C only", m.data)
+	// Only what changed of it: a JSON merge patch with the blade's name.
+	if m.event != "blades" || string(m.data) != `{"patch":[{"name":"blade-a1","temperatureCelsius":61}]}` {
+		t.Fatalf("got %s %s, want a blades message with blade-a1's new temperature only", m.event, m.data)
 	}
 	none(t, s)
+	var bm struct {
+		Upsert []Blade          `json:"upsert"`
+		Patch  []map[string]any `json:"patch"`
+		Remove []string         `json:"remove"`
+		Other  *struct{}        `json:"other"`
+	}
 
 	// A Node annotation change reaches its blade; removing the Node of a
 	// blade without agent removes it from the page; a Node that is no
@@ -206,7 +205,8 @@ func TestFlushSendsOnlyWhatChanged(t *testing.T) {
 	if err := json.Unmarshal(m.data, &bm); err != nil {
 		t.Fatal(err)
 	}
-	if len(bm.Upsert) != 1 || bm.Upsert[0].IdentifyRequested != "true" || !cmp.Equal(bm.Remove, []string{"blade-b2"}) {
+	if len(bm.Upsert) != 0 || !cmp.Equal(bm.Patch, []map[string]any{{"name": "blade-a1", "identifyRequested": "true"}}) ||
+		!cmp.Equal(bm.Remove, []string{"blade-b2"}) {
 		t.Fatalf("blades message %s, want blade-a1 identify requested and blade-b2 removed", m.data)
 	}
 
@@ -219,6 +219,108 @@ func TestFlushSendsOnlyWhatChanged(t *testing.T) {
 	m = next(t, s)
 	if !strings.Contains(string(m.data), `"agent":"stale"`) {
 		t.Fatalf("blades message %s, want blade-a1 stale", m.data)
+	}
+
+	// A field that goes is null in the patch; a blade that changes and
+	// changes back within one interval is no news; a new blade comes whole.
+	cool := st.DeepCopy()
+	cool.Status.TemperatureCelsius = nil
+	h.SetBlade(cool)
+	h.SetBlade(st)
+	h.SetBlade(cool)
+	h.Flush()
+	m = next(t, s)
+	if string(m.data) != `{"patch":[{"name":"blade-a1","temperatureCelsius":null}]}` {
+		t.Fatalf("blades message %s, want blade-a1's temperature removed", m.data)
+	}
+	h.SetBlade(st)
+	h.SetBlade(cool)
+	h.Flush()
+	none(t, s)
+	fresh := blades[1].DeepCopy()
+	fresh.Name = "blade-new"
+	h.SetBlade(fresh)
+	h.Flush()
+	m = next(t, s)
+	bm.Upsert, bm.Patch, bm.Remove = nil, nil, nil
+	if err := json.Unmarshal(m.data, &bm); err != nil {
+		t.Fatal(err)
+	}
+	if len(bm.Upsert) != 1 || bm.Upsert[0].Name != "blade-new" || bm.Upsert[0].Agent != AgentReporting || len(bm.Patch) != 0 {
+		t.Fatalf("blades message %s, want blade-new in full", m.data)
+	}
+}
+
+// TestPatchesBringEveryPageToTheSameState: a page whose snapshot came
+// between a change and the next message gets the same patch as one that
+// had the old state; applied (RFC 7386) to what each holds, both end up
+// with the hub's view.
+func TestPatchesBringEveryPageToTheSameState(t *testing.T) {
+	h := loaded(t)
+	early := h.Subscribe()
+	defer early.Close()
+	pages := map[string]map[string]map[string]any{"early": state(t, next(t, early).data)}
+	_, blades := fixtures()
+	hot := blades[0].DeepCopy()
+	hot.Status.TemperatureCelsius = i32(77)
+	hot.Status.Fan.RPM = nil
+	h.SetBlade(hot)
+	late := h.Subscribe()
+	defer late.Close()
+	pages["late"] = state(t, next(t, late).data)
+	h.Flush()
+	now := h.Subscribe()
+	defer now.Close()
+	want := state(t, next(t, now).data)
+	for name, sub := range map[string]*Subscription{"early": early, "late": late} {
+		m := next(t, sub)
+		var bm struct {
+			Patch []map[string]any `json:"patch"`
+		}
+		if err := json.Unmarshal(m.data, &bm); err != nil || len(bm.Patch) != 1 {
+			t.Fatalf("%s got %s (%v), want one patch", name, m.data, err)
+		}
+		p := bm.Patch[0]
+		mergePatch(pages[name][p["name"].(string)], p)
+		if d := cmp.Diff(want, pages[name]); d != "" {
+			t.Errorf("%s page after the patch (-hub +page):\n%s", name, d)
+		}
+	}
+}
+
+// state is a snapshot's blades by name, as a page holds them.
+func state(t *testing.T, snapshot []byte) map[string]map[string]any {
+	t.Helper()
+	var snap struct {
+		Blades []map[string]any `json:"blades"`
+	}
+	if err := json.Unmarshal(snapshot, &snap); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]map[string]any{}
+	for _, b := range snap.Blades {
+		out[b["name"].(string)] = b
+	}
+	return out
+}
+
+// mergePatch applies a JSON merge patch as RFC 7386 section 2 gives it
+// (and web/app.js does).
+func mergePatch(target, patch map[string]any) {
+	for k, v := range patch {
+		switch v := v.(type) {
+		case nil:
+			delete(target, k)
+		case map[string]any:
+			sub, ok := target[k].(map[string]any)
+			if !ok {
+				sub = map[string]any{}
+			}
+			mergePatch(sub, v)
+			target[k] = sub
+		default:
+			target[k] = v
+		}
 	}
 }
 

@@ -266,7 +266,7 @@ func TestStream(t *testing.T) {
 	b.Status.LEDs.Edge.Color = "#00ffff"
 	h.SetBlade(b)
 	h.Flush()
-	if m := sse.next(); m.event != "blades" || !strings.Contains(string(m.data), `"edge":{"color":"#00ffff","pattern":"steady"}`) {
+	if m := sse.next(); m.event != "blades" || string(m.data) != `{"patch":[{"name":"blade-a2","leds":{"edge":{"color":"#00ffff"}}}]}` {
 		t.Fatalf("got %s %s, want blade-a2's new edge colour", m.event, m.data)
 	}
 

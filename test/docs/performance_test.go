@@ -105,7 +105,7 @@ func TestGeneratedBlocksAreMarked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"latest-run", "apicost", "fleet-scale"} {
+	for _, name := range []string{"latest-run", "apicost", "fleet-scale", "rack-view"} {
 		for _, m := range []string{"<!-- BEGIN GENERATED " + name + " -->", "<!-- END GENERATED " + name + " -->"} {
 			if n := strings.Count(string(b), m); n != 1 {
 				t.Errorf("docs/performance.md has %q %d times, want once", m, n)

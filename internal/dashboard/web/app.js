@@ -10,14 +10,20 @@
 
   // What the server told us.
   const blades = new Map(); // name -> blade view
+  const members = new Map(); // chassis ('' = pool) -> Set of blade names
+  const searchOf = new Map(); // name -> the text the filter looks in
   let status = null;
-  // What is drawn.
+  // What is drawn. Every chassis has its section, but only those near the
+  // screen have their cards in the DOM (a rack of 10 000 blades would be
+  // some 300 000 nodes): the others keep their place with an estimated
+  // height, and are drawn from the current state when scrolled to.
   const cards = new Map(); // name -> {el, refs, section, slot, pattern: {top, edge}}
-  const sections = new Map(); // chassis ('' = pool) -> {el, grid, count}
+  const sections = new Map(); // chassis -> {el, count, parts}
+  const near = new Set(); // parts within a screen of the view
   let detailName = null;
   let detailEvents = [];
   let filterTokens = [];
-
+  let viewPending = false; // a snapshot came, what is in view is not drawn yet
   // ---- connection -------------------------------------------------------
   // EventSource reconnects by itself after a network error (the server asks
   // for 1 s); a stream that answered with an error is closed and restarted
@@ -59,64 +65,119 @@
 
   // ---- messages ---------------------------------------------------------
   function onSnapshot(m) {
-    // User Timing marks (DevTools' Performance panel; the 1 000-blade
-    // harness reads them): when the snapshot came, when it was drawn.
+    // User Timing marks (DevTools' Performance panel; test/bench/dashboard
+    // reads them): when the snapshot came, when the page's structure was
+    // built, and when the blades in view were drawn.
     performance.mark('kubeblade:snapshot-received');
     blades.clear();
-    for (const b of m.blades) blades.set(b.name, b);
+    members.clear();
+    searchOf.clear();
+    for (const b of m.blades) remember(b);
     status = m.status;
+    observer.disconnect();
+    resized.disconnect();
     racksEl.replaceChildren();
     cards.clear();
     sections.clear();
-    for (const b of sorted(blades.values())) place(b);
-    for (const key of sections.keys()) layout(key);
+    near.clear();
+    for (const key of members.keys()) relayout(key);
     orderSections();
     racksEl.setAttribute('aria-busy', 'false');
     renderStatus();
     renderEmpty();
     renderSummary();
     applyFilter();
-    syncBlinks(racksEl);
+    placeholders();
+    viewPending = true;
     if (detailName) renderDetail();
     performance.mark('kubeblade:snapshot-drawn');
   }
 
   function onBlades(m) {
-    const relayout = new Set();
-    for (const b of m.upsert || []) {
-        blades.set(b.name, b);
-      const c = cards.get(b.name);
-      if (!c) {
-        place(b, false);
-        relayout.add(sectionKey(b));
-      } else if (c.section !== sectionKey(b) || c.slot !== b.slot) {
-        relayout.add(c.section);
-        move(c, b);
-        relayout.add(sectionKey(b));
-      } else {
-        fill(c, b);
+    const touched = new Set(); // sections whose members changed
+    const shown = new Set(); // sections where what the filter keeps may have
+    const changed = (before, b) => {
+      const key = sectionKey(b);
+      if (!before || sectionKey(before) !== key || (before.slot || 0) !== (b.slot || 0)) {
+        // New, or moved: its section(s) are laid out again.
+        if (before) {
+          forget(before);
+          touched.add(sectionKey(before));
+        }
+        const c = cards.get(b.name);
+        if (c) {
+          c.el.remove();
+          cards.delete(b.name);
+        }
+        remember(b);
+        touched.add(key);
+        return;
       }
+      remember(b);
+      const c = cards.get(b.name);
+      if (c) fill(c, b);
+      if (filterTokens.length) {
+        if (c) c.el.hidden = !matches(b.name);
+        shown.add(key);
+      }
+    };
+    // Where a blade was, before a patch changes it in place.
+    const place = (b) => b && { name: b.name, chassis: b.chassis, slot: b.slot };
+    for (const b of m.upsert || []) changed(place(blades.get(b.name)), b);
+    for (const p of m.patch || []) {
+      const b = blades.get(p.name);
+      if (b) changed(place(b), mergePatch(b, p));
     }
     for (const name of m.remove || []) {
-      blades.delete(name);
+      const before = blades.get(name);
+      if (!before) continue;
+      forget(before);
       const c = cards.get(name);
       if (c) {
         c.el.remove();
         cards.delete(name);
-        relayout.add(c.section);
       }
+      touched.add(sectionKey(before));
     }
-    for (const key of relayout) layout(key);
-    if (relayout.size) orderSections();
+    let order = false;
+    for (const key of touched) order = relayout(key) || order;
+    if (order) orderSections();
+    for (const key of shown) {
+      const s = sections.get(key);
+      if (s && !touched.has(key)) s.el.hidden = ![...members.get(key)].some(matches);
+    }
+    if (touched.size) placeholders();
     renderEmpty();
     renderSummary();
-    // Without a filter nothing is hidden; with one, only what changed is
-    // looked at again (a thousand cards, several messages a second).
-    if (filterTokens.length || relayout.size) {
-      applyFilter((m.upsert || []).map((b) => b.name), relayout);
-      syncBlinks(racksEl);
-    }
     if (detailName) renderDetail();
+  }
+
+  // mergePatch applies a JSON merge patch (RFC 7386, section 2) to a
+  // blade's view: the server sends what changed of a blade, not all of it.
+  function mergePatch(target, patch) {
+    for (const [k, v] of Object.entries(patch)) {
+      if (v === null) delete target[k];
+      else if (typeof v === 'object' && !Array.isArray(v)) {
+        const t = target[k];
+        target[k] = mergePatch(t && typeof t === 'object' && !Array.isArray(t) ? t : {}, v);
+      } else target[k] = v;
+    }
+    return target;
+  }
+
+  function remember(b) {
+    blades.set(b.name, b);
+    const key = sectionKey(b);
+    if (!members.has(key)) members.set(key, new Set());
+    members.get(key).add(b.name);
+    searchOf.set(b.name, searchText(b, badgesOf(b)));
+  }
+
+  function forget(b) {
+    blades.delete(b.name);
+    searchOf.delete(b.name);
+    const set = members.get(sectionKey(b));
+    if (set) set.delete(b.name);
   }
 
   function onEvents(list) {
@@ -133,6 +194,127 @@
   const collator = new Intl.Collator(undefined, { numeric: true, sensitivity: 'base' });
   const sorted = (it) => [...it].sort((a, b) => collator.compare(a.name, b.name));
   const sectionKey = (b) => b.chassis || '';
+  const matches = (name) => filterTokens.every((t) => (searchOf.get(name) || '').includes(t));
+
+  // A section is drawn in parts, each a grid of cards: a chassis is one
+  // part, the pool (which can hold every blade of a cluster without rack
+  // labels) one part per POOL_PART blades in name order. The parts near
+  // the screen (one screen above and below it) are drawn; the others are
+  // emptied as they leave it.
+  const POOL_PART = 120;
+  const partOf = new WeakMap(); // grid -> part
+  const observer = new IntersectionObserver((entries) => {
+    for (const e of entries) {
+      const part = partOf.get(e.target);
+      if (!part) continue;
+      if (e.isIntersecting) near.add(part);
+      else near.delete(part);
+    }
+    drawNear();
+  }, { rootMargin: '100% 0px' });
+  const allParts = () => [...sections.values()].flatMap((s) => s.parts);
+
+  function drawNear() {
+    let drew = false;
+    const gone = [];
+    for (const part of allParts()) {
+      if (near.has(part) && !part.drawn) {
+        draw(part);
+        drew = true;
+      } else if (!near.has(part) && part.drawn && !part.grid.contains(document.activeElement)) {
+        gone.push(part);
+      }
+    }
+    // What leaves is measured before any of it is emptied (one layout).
+    if (gone.length) placeholders();
+    for (const part of gone) undraw(part);
+    if (drew) placeholders();
+    if (viewPending && (drew || sections.size === 0)) {
+      viewPending = false;
+      performance.mark('kubeblade:view-drawn');
+    }
+  }
+
+  function draw(part) {
+    part.drawn = true;
+    part.grid.style.removeProperty('height');
+    layout(part);
+    resized.observe(part.grid);
+  }
+
+  function undraw(part) {
+    const h = part.grid.getBoundingClientRect().height;
+    resized.unobserve(part.grid);
+    for (const name of part.names) cards.delete(name);
+    part.grid.replaceChildren();
+    part.drawn = false;
+    part.grid.style.height = `${h}px`;
+  }
+
+  // A part not drawn keeps the place it would take, so the scroll bar is
+  // right and a part drawn as it is scrolled to pushes nothing: the height
+  // a drawn part with as many places (slots, or cards) had, or, before one
+  // was seen, its rows of cards at a drawn card's height. Heights learned
+  // hold for one width and filter.
+  const learned = new Map(); // places -> px
+  let learnedFor = '';
+  let rowHeight = 0;
+  const placesOf = (part) => {
+    if (filterTokens.length) return part.names.filter(matches).length;
+    if (!part.key) return part.names.length;
+    let highest = 0;
+    let unslotted = 0;
+    for (const n of part.names) {
+      const slot = blades.get(n).slot || 0;
+      if (slot > 0) highest = Math.max(highest, slot);
+      else unslotted++;
+    }
+    return highest + unslotted;
+  };
+  function learn(part) {
+    const h = part.grid.getBoundingClientRect().height;
+    if (h > 0) learned.set(placesOf(part), h);
+  }
+  function placeholders() {
+    const now = `${innerWidth} ${filterTokens.join(' ')}`;
+    if (now !== learnedFor) {
+      learned.clear();
+      learnedFor = now;
+    }
+    const parts = allParts();
+    for (const part of parts) if (part.drawn && !part.section.el.hidden) learn(part);
+    const drawnCard = racksEl.querySelector('article.blade:not([hidden])');
+    if (drawnCard) rowHeight = Math.max(rowHeight, drawnCard.getBoundingClientRect().height);
+    const row = rowHeight || 9 * parseFloat(getComputedStyle(document.documentElement).fontSize);
+    let gap = 0;
+    let cols = 1;
+    const anyGrid = racksEl.querySelector('.slots');
+    if (anyGrid) {
+      const st = getComputedStyle(anyGrid);
+      gap = parseFloat(st.rowGap) || 0;
+      cols = Math.max(1, st.gridTemplateColumns.split(' ').filter(Boolean).length);
+    }
+    for (const part of parts) {
+      if (part.drawn) continue;
+      const places = placesOf(part);
+      let h = learned.get(places);
+      if (h === undefined) {
+        const rows = Math.ceil(places / cols);
+        h = rows ? rows * row + (rows - 1) * gap : 0;
+      }
+      const px = `${h}px`;
+      if (part.grid.style.height !== px) part.grid.style.height = px;
+    }
+  }
+  // Drawn parts change height as their blades change (a badge more, a
+  // card of a blade that just got its agent): the places kept follow.
+  let placeFrame = 0;
+  const later = () => {
+    cancelAnimationFrame(placeFrame);
+    placeFrame = requestAnimationFrame(placeholders);
+  };
+  const resized = new ResizeObserver(later);
+  addEventListener('resize', later);
 
   function section(key) {
     let s = sections.get(key);
@@ -146,13 +328,27 @@
     const count = document.createElement('span');
     count.className = 'count';
     h.append(title, count);
-    const grid = document.createElement('div');
-    grid.className = 'slots';
-    el.append(h, grid);
-    s = { el, grid, count };
+    el.append(h);
+    s = { el, count, parts: [] };
     sections.set(key, s);
     racksEl.append(el);
     return s;
+  }
+
+  // parts splits a section's members into its parts' names.
+  function partNames(key, names) {
+    if (key) return [[...names]];
+    const all = sorted([...names].map((n) => blades.get(n))).map((b) => b.name);
+    const out = [];
+    for (let i = 0; i < all.length; i += POOL_PART) out.push(all.slice(i, i + POOL_PART));
+    return out;
+  }
+
+  function dropPart(part) {
+    observer.unobserve(part.grid);
+    resized.unobserve(part.grid);
+    near.delete(part);
+    part.grid.remove();
   }
 
   // Chassis in natural order, the pool last.
@@ -162,37 +358,59 @@
     for (const k of keys) racksEl.append(sections.get(k).el);
   }
 
-  function place(b) {
-    const c = newCard(b);
-    cards.set(b.name, c);
-    c.section = sectionKey(b);
-    c.slot = b.slot || 0;
-    section(c.section).grid.append(c.el);
-    fill(c, b);
-  }
-
-  function move(c, b) {
-    c.section = sectionKey(b);
-    c.slot = b.slot || 0;
-    section(c.section).grid.append(c.el);
-    fill(c, b);
-  }
-
-  // layout orders one section: a chassis shows its slots 1..highest, empty
-  // ones as gaps, then blades without a usable slot; the pool is by name.
-  function layout(key) {
-    const s = sections.get(key);
-    if (!s) return;
-    const members = sorted([...cards.values()].filter((c) => c.section === key).map((c) => blades.get(c.el.dataset.name)));
-    if (members.length === 0) {
+  // relayout brings one section in line with its members: gone when it has
+  // none, its count, whether the filter leaves any of it, its parts, and
+  // the cards of those drawn. It reports whether the sections' order may
+  // have changed.
+  function relayout(key) {
+    const names = members.get(key);
+    let s = sections.get(key);
+    if (!names || names.size === 0) {
+      members.delete(key);
+      if (!s) return false;
+      for (const part of s.parts) dropPart(part);
       s.el.remove();
       sections.delete(key);
-      return;
+      return true;
     }
-    s.grid.querySelectorAll('.slot.empty').forEach((e) => e.remove());
+    const created = !s;
+    s = section(key);
+    let highest = 0;
+    for (const n of names) highest = Math.max(highest, key ? blades.get(n).slot || 0 : 0);
+    s.count.textContent = `${names.size} blade${names.size === 1 ? '' : 's'}` + (highest ? ` · ${highest} slots` : '');
+    s.el.hidden = filterTokens.length > 0 && ![...names].some(matches);
+    const lists = partNames(key, names);
+    while (s.parts.length > lists.length) dropPart(s.parts.pop());
+    lists.forEach((list, i) => {
+      let part = s.parts[i];
+      if (!part) {
+        const grid = document.createElement('div');
+        grid.className = 'slots';
+        part = { grid, key, section: s, names: [], drawn: false };
+        partOf.set(grid, part);
+        s.parts.push(part);
+        s.el.append(grid);
+        observer.observe(grid);
+      }
+      part.names = list;
+      if (part.drawn) layout(part);
+    });
+    if (!key) {
+      // Blades that moved to a pool part not drawn leave their cards.
+      for (const [n, c] of cards) if (!c.el.isConnected) cards.delete(n);
+    }
+    return created;
+  }
+
+  // layout draws a drawn part's cards in order: a chassis shows its slots
+  // 1..highest, empty ones as gaps, then blades without a usable slot; the
+  // pool is by name.
+  function layout(part) {
+    const key = part.key;
+    const list = sorted(part.names.map((n) => blades.get(n)));
     const bySlot = new Map();
     const unslotted = [];
-    for (const b of members) {
+    for (const b of list) {
       if (key && b.slot > 0) {
         if (!bySlot.has(b.slot)) bySlot.set(b.slot, []);
         bySlot.get(b.slot).push(b);
@@ -200,6 +418,16 @@
         unslotted.push(b);
       }
     }
+    const cardOf = (b) => {
+      let c = cards.get(b.name);
+      if (!c) {
+        c = newCard(b);
+        cards.set(b.name, c);
+        fill(c, b);
+      }
+      c.el.hidden = !matches(b.name);
+      return c;
+    };
     const order = [];
     const highest = bySlot.size ? Math.max(...bySlot.keys()) : 0;
     for (let i = 1; i <= highest; i++) {
@@ -209,18 +437,19 @@
         gap.className = 'slot empty';
         gap.dataset.slot = String(i);
         gap.textContent = `slot ${i} · empty`;
+        gap.hidden = filterTokens.length > 0;
         order.push(gap);
         continue;
       }
       for (const b of here) {
-        const c = cards.get(b.name);
+        const c = cardOf(b);
         c.el.classList.toggle('conflict', here.length > 1);
         order.push(c.el);
       }
     }
-    for (const b of unslotted) order.push(cards.get(b.name).el);
-    s.grid.append(...order);
-    s.count.textContent = `${members.length} blade${members.length === 1 ? '' : 's'}` + (highest ? ` · ${highest} slots` : '');
+    for (const b of unslotted) order.push(cardOf(b).el);
+    part.grid.replaceChildren(...order);
+    syncBlinks(part.grid);
   }
 
   // ---- a blade card -----------------------------------------------------
@@ -315,7 +544,6 @@
     el.setAttribute('aria-pressed', String(identifyOn(b)));
     el.setAttribute('aria-label', `${b.name}: ${describe(b)}. Click to ${identifyOn(b) ? 'stop' : 'start'} identify.`);
     el.title = `${b.name} — click to ${identifyOn(b) ? 'stop' : 'start'} identify`;
-    c.search = searchText(b, bs);
   }
 
   // led draws one LED. A blinking LED's animation is started with a delay
@@ -499,7 +727,7 @@
       ['c-missing', `${count((b) => b.agent === 'missing')} without agent`, 'no-agent', count((b) => b.agent === 'missing')],
     ].filter((c, i) => i === 0 || c[3] > 0);
     if (hottest > -Infinity) chips.push(['', `hottest ${hottest} °C`, '']);
-    if (filterTokens.length) chips.push(['', `showing ${[...cards.values()].filter((c) => !c.el.hidden).length}`, '']);
+    if (filterTokens.length) chips.push(['', `showing ${[...blades.keys()].filter(matches).length}`, '']);
     $('summary').replaceChildren(...chips.map(([cls, text, filter]) => {
       const b = document.createElement('button');
       b.type = 'button';
@@ -528,18 +756,21 @@
     syncBlinks(racksEl);
     renderSummary();
   }
-  // applyFilter shows the cards that match the filter, and the sections
-  // with any; with names, only those cards and their (and extra) sections.
-  function applyFilter(names, extra) {
-    const list = names ? names.map((n) => cards.get(n)).filter(Boolean) : [...cards.values()];
-    for (const c of list) c.el.hidden = !filterTokens.every((t) => c.search.includes(t));
-    const keys = names ? new Set([...list.map((c) => c.section), ...(extra || [])]) : null;
+  // applyFilter shows the sections with blades that match the filter, and
+  // in those that are drawn, the cards that match.
+  function applyFilter() {
     for (const [key, s] of sections) {
-      if (keys && !keys.has(key)) continue;
-      const visible = [...s.grid.children].some((e) => e.classList.contains('blade') && !e.hidden);
-      s.el.hidden = !visible;
-      s.grid.querySelectorAll('.slot.empty').forEach((g) => { g.hidden = filterTokens.length > 0; });
+      s.el.hidden = filterTokens.length > 0 && ![...(members.get(key) || [])].some(matches);
+      for (const part of s.parts) {
+        if (!part.drawn) continue;
+        for (const n of part.names) {
+          const c = cards.get(n);
+          if (c) c.el.hidden = !matches(n);
+        }
+        part.grid.querySelectorAll('.slot.empty').forEach((g) => { g.hidden = filterTokens.length > 0; });
+      }
     }
+    placeholders();
   }
   filterEl.addEventListener('input', onFilter);
   if (location.hash.startsWith('#filter=')) filterEl.value = decodeURIComponent(location.hash.slice(8));

@@ -1,10 +1,13 @@
 // Command dashboard measures the rack view with many simulated blades on a
 // local API server (envtest): `bladectl dashboard` as its own process, the
-// page in headless Chromium. It reports the page's first paint and the time
-// until every blade is drawn, the browser's memory, and the CPU of the
-// dashboard server and of the browser while every blade's temperature
-// changes every 5 s (N/5 Blade status writes per second), plus how soon a
-// change shows on the page under that load.
+// page in headless Chromium. It reports the page's first paint, the time
+// until the blades in view are drawn and the page answers, how soon the far
+// end of the rack shows when scrolled to, the browser's memory, and the CPU
+// of the dashboard server and of the browser and the bytes the server sends
+// while every blade's temperature changes every 5 s (N/5 Blade status
+// writes per second), plus how soon a change shows on the page under that
+// load. Its last line, "dashboard-result k=v ...", is for scripts
+// (hack/bench-dashboard.sh).
 //
 //	go run ./test/bench/dashboard -bladectl bin/bladectl [-blades 1000] [-window 60s]
 package main
@@ -12,10 +15,12 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,21 +50,65 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	var o options
+	flag.StringVar(&o.bladectl, "bladectl", "bin/bladectl", "the bladectl binary to measure")
+	flag.IntVar(&o.blades, "blades", 1000, "simulated blades (20 per chassis)")
+	flag.DurationVar(&o.period, "period", 5*time.Second, "every blade's temperature changes once per period")
+	flag.DurationVar(&o.window, "window", 60*time.Second, "how long to measure CPU under load")
+	flag.IntVar(&o.probes, "probes", 20, "LED changes timed from the API write to the page")
+	flag.IntVar(&o.writers, "writers", 64, "concurrent Blade status writes of the load")
+	flag.Parse()
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench dashboard:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	bladectl := flag.String("bladectl", "bin/bladectl", "the bladectl binary to measure")
-	blades := flag.Int("blades", 1000, "simulated blades (20 per chassis)")
-	period := flag.Duration("period", 5*time.Second, "every blade's temperature changes once per period")
-	window := flag.Duration("window", 60*time.Second, "how long to measure CPU under load")
-	probes := flag.Int("probes", 20, "LED changes timed from the API write to the page")
-	flag.Parse()
+type options struct {
+	bladectl string
+	blades   int
+	period   time.Duration
+	window   time.Duration
+	probes   int
+	writers  int
+}
 
+// result is the run's figures, printed as one "dashboard-result k=v ..."
+// line at the end for scripts (hack/bench-dashboard.sh).
+type result struct {
+	kv []string
+}
+
+func (r *result) add(k string, format string, v any) {
+	r.kv = append(r.kv, k+"="+fmt.Sprintf(format, v))
+}
+
+// marksJS reads the page's own User Timing marks, relative to the
+// navigation's start: Chromium's first contentful paint, and the rack
+// view's kubeblade:snapshot-received, kubeblade:snapshot-drawn and (a page
+// that draws only what is in view) kubeblade:view-drawn. "usable" is when
+// what is in view was drawn: view-drawn on a page that draws lazily
+// (main#racks has data-lazy), else snapshot-drawn, when every blade was.
+const marksJS = `(() => {
+	const at = (n) => (performance.getEntriesByName(n)[0] || {startTime: -1}).startTime;
+	const lazy = document.querySelector("#racks").hasAttribute("data-lazy");
+	const m = {fcp: at("first-contentful-paint"), received: at("kubeblade:snapshot-received"),
+		drawn: at("kubeblade:snapshot-drawn"), view: at("kubeblade:view-drawn"), now: performance.now()};
+	m.usable = lazy ? m.view : m.drawn;
+	m.cards = document.querySelectorAll("article.blade").length;
+	return m;
+})()`
+
+// inViewJS names the blades whose cards are on the screen.
+const inViewJS = `[...document.querySelectorAll("article.blade")].filter((c) => {
+	const r = c.getBoundingClientRect(); return r.bottom > 0 && r.top < innerHeight && !c.hidden;
+}).map((c) => c.dataset.name)`
+
+func run(o options) error {
+	var res result
+	res.add("blades", "%d", o.blades)
 	fmt.Printf("machine: %d CPUs, load %s\n", nproc(), loadavg())
+	res.add("load_before", "%s", strings.ReplaceAll(loadavg(), " ", "/"))
 	env, err := benchenv.Start(benchenv.Options{AdminQPS: 2000, AdminBurst: 4000})
 	if err != nil {
 		return err
@@ -68,10 +117,10 @@ func run() error {
 	ctx := context.Background()
 
 	start := time.Now()
-	if err := createBlades(ctx, env.Admin, *blades); err != nil {
+	if err := createBlades(ctx, env.Admin, o.blades); err != nil {
 		return err
 	}
-	fmt.Printf("fixtures: %d Nodes and Blades in %d chassis created in %.1f s\n", *blades, (*blades+19)/20, time.Since(start).Seconds())
+	fmt.Printf("fixtures: %d Nodes and Blades in %d chassis created in %.1f s\n", o.blades, (o.blades+19)/20, time.Since(start).Seconds())
 
 	dir, err := os.MkdirTemp("", "bench-dashboard")
 	if err != nil {
@@ -82,11 +131,20 @@ func run() error {
 	if err := writeKubeconfig(kubeconfig, env); err != nil {
 		return err
 	}
-	srv, url, err := startDashboard(*bladectl, kubeconfig)
+	srv, url, err := startDashboard(o.bladectl, kubeconfig)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	srvPID := []int{srv.Process.Pid}
+	// The dashboard server lists every Blade and Node before it serves a
+	// full snapshot; a page opened earlier would time the listing.
+	if err := testwait.Poll(ctx, 5*time.Minute, func(context.Context) (bool, string) {
+		st, err := httpGetStatus(url)
+		return err == nil && st.Synced, fmt.Sprint(st, err)
+	}); err != nil {
+		return fmt.Errorf("bladectl dashboard never listed the blades: %w", err)
+	}
 
 	b, err := testbrowser.Start(ctx)
 	if err != nil {
@@ -99,32 +157,65 @@ func run() error {
 		return err
 	}
 
-	// First paint and the whole rack, on a cold page.
-	if err := chromedp.Do(tab, chromedp.Navigate(url)); err != nil {
-		return err
-	}
-	want := strconv.Itoa(*blades)
-	if err := testwait.Poll(ctx, 2*time.Minute, func(context.Context) (bool, string) {
-		n, err := chromedp.Run(tab, chromedp.Evaluate[int](`document.querySelectorAll("article.blade").length`))
-		return err == nil && strconv.Itoa(n) == want, fmt.Sprint(n, err)
-	}); err != nil {
-		return fmt.Errorf("the page never showed %d blades: %w", *blades, err)
-	}
-	// Times from the page's own clock, relative to the navigation's start.
-	marks, err := chromedp.Run(tab, chromedp.Evaluate[map[string]float64](`(() => {
-		const at = (n) => (performance.getEntriesByName(n)[0] || {startTime: -1}).startTime;
-		return {fcp: at("first-contentful-paint"), received: at("kubeblade:snapshot-received"), drawn: at("kubeblade:snapshot-drawn")};
-	})()`))
+	// First paint and the rack, on a cold page.
+	sentBefore, err := bytesWritten(srvPID)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("first contentful paint %.0f ms; snapshot of %d blades received at %.0f ms, drawn at %.0f ms (after navigating)\n",
-		marks["fcp"], *blades, marks["received"], marks["drawn"])
+	if err := chromedp.Do(tab, chromedp.Navigate(url)); err != nil {
+		return err
+	}
+	var marks map[string]float64
+	if err := testwait.Poll(ctx, 5*time.Minute, func(context.Context) (bool, string) {
+		marks, err = chromedp.Run(tab, chromedp.Evaluate[map[string]float64](marksJS))
+		return err == nil && marks["usable"] >= 0 && marks["cards"] > 0, fmt.Sprint(marks, err)
+	}); err != nil {
+		return fmt.Errorf("the page never showed the blades: %w", err)
+	}
+	// The page answers a script only when its main thread is free again.
+	answering, err := chromedp.Run(tab, chromedp.Evaluate[float64](`performance.now()`))
+	if err != nil {
+		return err
+	}
+	sentAfter, _ := bytesWritten(srvPID)
+	fmt.Printf("first contentful paint %.0f ms; snapshot of %d blades received at %.0f ms, built at %.0f ms; in-view blades drawn (usable) at %.0f ms; "+
+		"main thread free by %.0f ms (after navigating); %d cards in the DOM; the server wrote %.1f MiB for the load\n",
+		marks["fcp"], o.blades, marks["received"], marks["drawn"], marks["usable"], answering, int(marks["cards"]), float64(sentAfter-sentBefore)/(1<<20))
+	res.add("fcp_ms", "%.0f", marks["fcp"])
+	res.add("snapshot_ms", "%.0f", marks["received"])
+	res.add("usable_ms", "%.0f", marks["usable"])
+	res.add("answering_ms", "%.0f", answering)
+	res.add("cards", "%d", int(marks["cards"]))
+	res.add("load_mib", "%.1f", float64(sentAfter-sentBefore)/(1<<20))
 	heap, nodes, err := pageMetrics(tab)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("browser after load: JS heap %.1f MiB, %d DOM nodes, Chromium PSS %.0f MiB (all its processes)\n", heap, nodes, pssMiB(browserPIDs(b.Profile)))
+	pss := pssMiB(browserPIDs(b.Profile))
+	fmt.Printf("browser after load: JS heap %.1f MiB, %d DOM nodes, Chromium PSS %.0f MiB (all its processes)\n", heap, nodes, pss)
+	res.add("heap_mib", "%.1f", heap)
+	res.add("dom_nodes", "%d", nodes)
+	res.add("pss_mib", "%.0f", pss)
+
+	// The far end of the rack: scrolled to the bottom, how soon its last
+	// blade is drawn.
+	last := benchenv.NodeName(o.blades - 1)
+	scrolled := time.Now()
+	if _, err := chromedp.Run(tab, chromedp.Evaluate[any](`window.scrollTo(0, document.documentElement.scrollHeight), null`)); err != nil {
+		return err
+	}
+	if err := testwait.PollEvery(ctx, time.Minute, 10*time.Millisecond, func(context.Context) (bool, string) {
+		names, err := chromedp.Run(tab, chromedp.Evaluate[[]string](inViewJS))
+		return err == nil && slices.Contains(names, last), fmt.Sprint(len(names), err)
+	}); err != nil {
+		return fmt.Errorf("%s never showed at the bottom of the page: %w", last, err)
+	}
+	scroll := time.Since(scrolled)
+	if _, err := chromedp.Run(tab, chromedp.Evaluate[any](`window.scrollTo(0, 0), null`)); err != nil {
+		return err
+	}
+	fmt.Printf("scrolled to the bottom: %s drawn in view %d ms later\n", last, scroll.Milliseconds())
+	res.add("scroll_ms", "%d", scroll.Milliseconds())
 
 	// Load: every blade's temperature changes once per period, spread evenly.
 	loadCtx, stopLoad := context.WithCancel(ctx)
@@ -132,11 +223,17 @@ func run() error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer stopLoad()
-	wg.Go(func() { changeTemperatures(loadCtx, env.Admin, *blades, *period, &writes, &failures) })
+	wg.Go(func() {
+		changeTemperatures(loadCtx, env.Admin, o.blades, o.period, max(o.writers, 1), &writes, &failures)
+	})
 	// Let the load settle for one period before measuring.
-	time.Sleep(*period)
+	time.Sleep(o.period)
 	writes.Store(0)
-	srvBefore, err := cpuTicks([]int{srv.Process.Pid})
+	srvBefore, err := cpuTicks(srvPID)
+	if err != nil {
+		return err
+	}
+	wBefore, err := bytesWritten(srvPID)
 	if err != nil {
 		return err
 	}
@@ -144,10 +241,18 @@ func run() error {
 	brBefore, _ := cpuTicks(brPIDs)
 	mStart := time.Now()
 
-	// Meanwhile: how soon an LED change shows, under that load.
+	// Meanwhile: how soon an LED change shows on a blade in view, under
+	// that load.
 	var lat []time.Duration
-	for i := range *probes {
-		name := benchenv.NodeName(rand.IntN(*blades))
+	for i := range o.probes {
+		names, err := chromedp.Run(tab, chromedp.Evaluate[[]string](inViewJS))
+		if err != nil {
+			return err
+		}
+		if len(names) == 0 {
+			return errors.New("no blade in view")
+		}
+		name := names[rand.IntN(len(names))]
 		color := fmt.Sprintf("#%02x%02x%02x", 1+i, 0x40, 0x80)
 		patch := fmt.Sprintf(`{"status":{"leds":{"edge":{"color":%q,"pattern":"steady"}}}}`, color)
 		w := time.Now()
@@ -162,11 +267,15 @@ func run() error {
 			return fmt.Errorf("LED change on %s never showed: %w", name, err)
 		}
 		lat = append(lat, time.Since(w))
-		time.Sleep(*window / time.Duration(*probes)) // spreads the probes over the window
+		time.Sleep(o.window / time.Duration(max(o.probes, 1))) // spreads the probes over the window
 	}
-	time.Sleep(time.Until(mStart.Add(*window))) // the rest of the measurement window
+	time.Sleep(time.Until(mStart.Add(o.window))) // the rest of the measurement window
 	elapsed := time.Since(mStart)
-	srvAfter, err := cpuTicks([]int{srv.Process.Pid})
+	srvAfter, err := cpuTicks(srvPID)
+	if err != nil {
+		return err
+	}
+	wAfter, err := bytesWritten(srvPID)
 	if err != nil {
 		return err
 	}
@@ -178,18 +287,70 @@ func run() error {
 	}
 	stopLoad()
 
+	minutes := elapsed.Minutes()
 	fmt.Printf("load: %d Blade status writes in %.0f s (%.0f/s, target %.0f/s), %d failed\n", n, elapsed.Seconds(),
-		float64(n)/elapsed.Seconds(), float64(*blades)/period.Seconds(), failures.Load())
+		float64(n)/elapsed.Seconds(), float64(o.blades)/o.period.Seconds(), failures.Load())
+	res.add("writes_per_s", "%.0f", float64(n)/elapsed.Seconds())
+	res.add("target_per_s", "%.0f", float64(o.blades)/o.period.Seconds())
 	sticks := srvAfter - srvBefore
-	fmt.Printf("dashboard server (bladectl) CPU %.1f %% of one core (%.2f ms per Blade write), PSS %.0f MiB\n", pct(sticks, elapsed),
-		float64(sticks)*10/float64(max(n, 1)), pssMiB([]int{srv.Process.Pid}))
+	srvPSS := pssMiB(srvPID)
+	fmt.Printf("dashboard server (bladectl) CPU %.1f %% of one core = %.2f CPU-s per minute (%.2f ms per Blade write), PSS %.0f MiB; "+
+		"it wrote %.2f MiB per minute to the page (%.0f bytes per Blade write)\n", pct(sticks, elapsed), float64(sticks)/100/minutes,
+		float64(sticks)*10/float64(max(n, 1)), srvPSS, float64(wAfter-wBefore)/(1<<20)/minutes, float64(wAfter-wBefore)/float64(max(n, 1)))
+	res.add("server_cpu_s_per_min", "%.2f", float64(sticks)/100/minutes)
+	res.add("server_ms_per_write", "%.2f", float64(sticks)*10/float64(max(n, 1)))
+	res.add("server_pss_mib", "%.0f", srvPSS)
+	res.add("sent_mib_per_min", "%.2f", float64(wAfter-wBefore)/(1<<20)/minutes)
+	res.add("sent_bytes_per_write", "%.0f", float64(wAfter-wBefore)/float64(max(n, 1)))
+	pss2 := pssMiB(browserPIDs(b.Profile))
 	fmt.Printf("browser CPU %.1f %% of one core (all its processes), JS heap %.1f MiB, %d DOM nodes, Chromium PSS %.0f MiB\n",
-		pct(brAfter-brBefore, elapsed), heap2, nodes2, pssMiB(browserPIDs(b.Profile)))
-	slices.Sort(lat)
-	fmt.Printf("LED change shown on the page under load: p50 %d ms, max %d ms (%d probes)\n",
-		lat[len(lat)/2].Milliseconds(), lat[len(lat)-1].Milliseconds(), len(lat))
+		pct(brAfter-brBefore, elapsed), heap2, nodes2, pss2)
+	res.add("browser_cpu_pct", "%.1f", pct(brAfter-brBefore, elapsed))
+	res.add("heap_load_mib", "%.1f", heap2)
+	res.add("dom_nodes_load", "%d", nodes2)
+	res.add("pss_load_mib", "%.0f", pss2)
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		fmt.Printf("LED change shown on the page under load: p50 %d ms, max %d ms (%d probes)\n",
+			lat[len(lat)/2].Milliseconds(), lat[len(lat)-1].Milliseconds(), len(lat))
+		res.add("led_p50_ms", "%d", lat[len(lat)/2].Milliseconds())
+		res.add("led_max_ms", "%d", lat[len(lat)-1].Milliseconds())
+	}
 	fmt.Printf("machine load after: %s\n", loadavg())
+	res.add("load_after", "%s", strings.ReplaceAll(loadavg(), " ", "/"))
+	fmt.Println("dashboard-result " + strings.Join(res.kv, " "))
 	return nil
+}
+
+// httpGetStatus reads the dashboard's status the way its page starts: the
+// first message of its stream, the snapshot.
+func httpGetStatus(url string) (dashboard.Status, error) {
+	var st dashboard.Status
+	req, err := http.NewRequest(http.MethodGet, url+"api/stream", nil)
+	if err != nil {
+		return st, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReaderSize(resp.Body, 1<<20)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return st, err
+		}
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			var m struct {
+				Status dashboard.Status `json:"status"`
+			}
+			err := json.Unmarshal([]byte(data), &m)
+			return m.Status, err
+		}
+	}
 }
 
 func createBlades(ctx context.Context, c client.Client, n int) error {
@@ -226,13 +387,14 @@ func createBlades(ctx context.Context, c client.Client, n int) error {
 }
 
 // changeTemperatures writes each blade's temperature once per period,
-// spread evenly, as N agents whose SoCs drift would.
-func changeTemperatures(ctx context.Context, c client.Client, n int, period time.Duration, writes, failures *atomic.Int64) {
+// spread evenly, as N agents whose SoCs drift would, from writers
+// goroutines; a write none of them can start on time is skipped.
+func changeTemperatures(ctx context.Context, c client.Client, n int, period time.Duration, writers int, writes, failures *atomic.Int64) {
 	tick := time.NewTicker(period / time.Duration(n))
 	defer tick.Stop()
 	jobs := make(chan int, 64)
 	var wg sync.WaitGroup
-	for range 16 {
+	for range writers {
 		wg.Go(func() {
 			for i := range jobs {
 				patch := fmt.Sprintf(`{"status":{"temperatureCelsius":%d}}`, 40+rand.IntN(30))
@@ -375,6 +537,26 @@ func cpuTicks(pids []int) (int64, error) {
 		u, _ := strconv.ParseInt(f[11], 10, 64)
 		s, _ := strconv.ParseInt(f[12], 10, 64)
 		sum += u + s
+	}
+	return sum, nil
+}
+
+// bytesWritten is what the processes wrote through write system calls
+// (/proc/<pid>/io wchar): for bladectl dashboard, nearly all of it is the
+// page's stream (its requests to the API server are small; it logs little).
+func bytesWritten(pids []int) (int64, error) {
+	var sum int64
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+		if err != nil {
+			return 0, err
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "wchar:"); ok {
+				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				sum += n
+			}
+		}
 	}
 	return sum, nil
 }
