@@ -59,7 +59,10 @@ var agentSelector = labels.SelectorFromSet(labels.Set{
 // which the documented commands install, is pulled from it too.
 func publishImage(ctx context.Context, dir, layout string) error {
 	var err error
-	if reg, err = noderegistry.Start(ctx, node, os.Getenv(EnvRegistry), dir); err != nil {
+	// The node's bridge address, not loopback: the documented commands
+	// (install.md, "Install from your own registry") run against it as
+	// against a registry on the LAN, over HTTPS.
+	if reg, err = noderegistry.Start(ctx, node, os.Getenv(EnvRegistry), dir, nodeenv.Gateway); err != nil {
 		return err
 	}
 	tag, err := noderegistry.LayoutTag(layout)

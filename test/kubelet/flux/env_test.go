@@ -62,7 +62,7 @@ func startFlux(ctx context.Context, logf func(string, ...any)) (*fluxEnv, error)
 	if err != nil {
 		return e, err
 	}
-	e.registry, err = noderegistry.Start(ctx, node, os.Getenv(EnvRegistry), e.path("registry"))
+	e.registry, err = noderegistry.Start(ctx, node, os.Getenv(EnvRegistry), e.path("registry"), "127.0.0.1")
 	if err != nil {
 		return e, err
 	}

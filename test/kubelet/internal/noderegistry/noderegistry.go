@@ -1,5 +1,5 @@
-// Package noderegistry runs the CNCF Distribution registry on loopback
-// over HTTPS as a component of the real-kubelet rig (package nodeenv), for
+// Package noderegistry runs the CNCF Distribution registry over HTTPS, on
+// loopback or on the node's bridge address, as a component of the real-kubelet rig (package nodeenv), for
 // the suites that install kubeblade from a registry: its configuration,
 // environment and readiness check are internal/testregistry's, its
 // certificate is signed by a test CA that every client trusts, and the
@@ -44,35 +44,43 @@ import (
 
 // Registry is a running registry.
 type Registry struct {
-	// Host is host:port on 127.0.0.1 (HTTPS).
+	// Host is ip:port (HTTPS).
 	Host string
 	// CAFile is the test CA (PEM) that signed the registry's certificate:
 	// every client trusts it (Go programs through SSL_CERT_FILE, which
 	// crypto/x509 reads on Linux; containerd through hosts.toml).
 	CAFile string
-	// ServerCert is the registry's certificate and key (for 127.0.0.1 and
-	// localhost), for other servers of the suite on loopback.
+	// ServerCert is the registry's certificate and key (for its IP,
+	// 127.0.0.1 and localhost), for other servers of the suite.
 	ServerCert tls.Certificate
 
 	dir string
 }
 
 // Start writes the test CA and the registry's certificate into dir, runs
-// the registry binary bin as the node component "registry" with its
-// storage under dir, tells containerd to trust it, and returns once it
-// answers /v2/.
-func Start(ctx context.Context, node *nodeenv.Node, bin, dir string) (*Registry, error) {
+// the registry binary bin as the node component "registry" on a free port
+// of ip (127.0.0.1, or an address of the node such as nodeenv.Gateway, which
+// is not loopback: there clients use HTTPS as they do with a registry on
+// the LAN) with its storage under dir, tells containerd to trust it, and
+// returns once it answers /v2/.
+func Start(ctx context.Context, node *nodeenv.Node, bin, dir, ip string) (*Registry, error) {
 	r := &Registry{dir: dir}
+	addr := net.ParseIP(ip)
+	if addr == nil {
+		return nil, fmt.Errorf("registry address %q is not an IP address", ip)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := r.writePKI(); err != nil {
+	if err := r.writePKI(addr); err != nil {
 		return nil, err
 	}
-	host, err := testregistry.LoopbackAddr()
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		return nil, err
 	}
+	host := l.Addr().String()
+	l.Close()
 	r.Host = host
 	cfg := testregistry.Config{Root: r.path("registry"), Addr: host, TLSCert: r.path("tls.crt"), TLSKey: r.path("tls.key")}
 	if err := os.WriteFile(r.path("registry.yaml"), []byte(cfg.YAML()), 0o600); err != nil {
@@ -106,9 +114,9 @@ func (r *Registry) Mirror(registry string) error {
 	return os.WriteFile(filepath.Join(dir, "hosts.toml"), []byte(hosts), 0o644)
 }
 
-// writePKI writes a CA and a serving certificate for 127.0.0.1 signed by
-// it.
-func (r *Registry) writePKI() error {
+// writePKI writes a CA and a serving certificate for ip, 127.0.0.1 and
+// localhost signed by it.
+func (r *Registry) writePKI(ip net.IP) error {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return err
@@ -132,9 +140,9 @@ func (r *Registry) writePKI() error {
 		return err
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: ip.String()},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
+		IPAddresses: []net.IP{ip, net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
