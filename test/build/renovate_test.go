@@ -21,7 +21,8 @@ import (
 // github.com/renovatebot/renovate; the regex manager:
 // lib/modules/manager/custom/regex/readme.md).
 type renovateConfig struct {
-	Schema         string `json:"$schema"`
+	Schema         string    `json:"$schema"`
+	IgnorePaths    *[]string `json:"ignorePaths"`
 	CustomManagers []struct {
 		CustomType          string   `json:"customType"`
 		Description         string   `json:"description"`
@@ -106,6 +107,72 @@ func TestRenovateConfig(t *testing.T) {
 	files := trackedFiles(t)
 	for _, p := range renovateProblems(t, c, files, readTracked(t)) {
 		t.Error(p)
+	}
+	// config:recommended's preset :ignoreModulesAndTests ignores
+	// **/test/**, which would hide test/kubelet/go.mod and
+	// test/talos/go.mod: renovate.json sets ignorePaths itself, and no
+	// go.mod may fall under it.
+	if c.IgnorePaths == nil {
+		t.Fatal("renovate.json does not set ignorePaths: config:recommended's default ignores **/test/**, and with it test/kubelet/go.mod")
+	}
+	for _, g := range *c.IgnorePaths {
+		re := globRegexp(t, g)
+		for _, f := range files {
+			if path.Base(f) == "go.mod" && re.MatchString(f) {
+				t.Errorf("ignorePaths %q hides %s from Renovate", g, f)
+			}
+		}
+	}
+}
+
+// globRegexp translates a Renovate path glob (minimatch: ** spans
+// directories, * and ? do not) into a regular expression.
+func globRegexp(t *testing.T, g string) *regexp.Regexp {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("^")
+	for i := 0; i < len(g); i++ {
+		switch {
+		case strings.HasPrefix(g[i:], "**/"):
+			b.WriteString("(?:.*/)?")
+			i += 2
+		case strings.HasPrefix(g[i:], "**"):
+			b.WriteString(".*")
+			i++
+		case g[i] == '*':
+			b.WriteString("[^/]*")
+		case g[i] == '?':
+			b.WriteString("[^/]")
+		default:
+			b.WriteString(regexp.QuoteMeta(g[i : i+1]))
+		}
+	}
+	b.WriteString("$")
+	re, err := regexp.Compile(b.String())
+	if err != nil {
+		t.Fatalf("ignorePaths %q: %v", g, err)
+	}
+	return re
+}
+
+// TestGlobRegexp: the translation agrees with minimatch on the preset's
+// pattern that would hide the test modules.
+func TestGlobRegexp(t *testing.T) {
+	for _, c := range []struct {
+		glob, path string
+		want       bool
+	}{
+		{"**/test/**", "test/kubelet/go.mod", true},
+		{"**/test/**", "a/test/b/go.mod", true},
+		{"**/test/**", "hack/tools/kube/go.mod", false},
+		{"**/node_modules/**", "test/kubelet/go.mod", false},
+		{"**/node_modules/**", "web/node_modules/x/package.json", true},
+		{"hack/*.sh", "hack/registry.sh", true},
+		{"hack/*.sh", "hack/kernel/build.sh", false},
+	} {
+		if got := globRegexp(t, c.glob).MatchString(c.path); got != c.want {
+			t.Errorf("%q matches %q: %v, want %v", c.glob, c.path, got, c.want)
+		}
 	}
 }
 
