@@ -299,7 +299,7 @@ E2E_KUBELET_K8S_BINS := etcd kube-apiserver kube-controller-manager kube-schedul
 KUBELET_RIG_LOCK ?= /run/kubeblade-kubelet-rig.lock
 
 .PHONY: e2e-kubelet
-e2e-kubelet: $(if $(HWTEST_IMAGE),,image) ## Real-kubelet end-to-end suite (root): the image as pods on a kubelet, containerd and runc, pulled from a registry on loopback, installed with the Helm chart.
+e2e-kubelet: $(if $(HWTEST_IMAGE),,image) ## Real-kubelet end-to-end suite (root): the image as pods on a kubelet, containerd and runc, pulled from a registry of its own, installed with the Helm chart.
 	@hack/k8s-tools.sh $(E2E_KUBELET_K8S_BINS) >/dev/null
 	@hack/node-tools.sh >/dev/null
 	@hack/registry.sh >/dev/null

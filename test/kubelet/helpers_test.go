@@ -41,7 +41,7 @@ const (
 	// registry.
 	defaultImageRepo     = "ghcr.io/kubeblade/kubeblade"
 	defaultImageRegistry = "ghcr.io"
-	// Waits: a cold node pulls only from the registry on loopback, so
+	// Waits: a cold node pulls only from the registry on its own bridge address, so
 	// these only bound a broken run.
 	podWait = 3 * time.Minute
 )

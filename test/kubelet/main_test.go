@@ -2,7 +2,7 @@
 // image, installed with its Helm chart through the Helm SDK, running as pods
 // under a real kubelet, containerd and runc on this machine (package
 // nodeenv), with the simulated hardware backend. The node's containerd
-// pulls the image from a CNCF Distribution registry on loopback (package
+// pulls the image from a CNCF Distribution registry on the node's bridge address (package
 // noderegistry), as a cluster pulls it from GHCR or a registry on the LAN. `make e2e-kubelet` builds
 // everything and runs it (root needed); docs/testing.md explains how to run
 // and debug it.
@@ -61,7 +61,7 @@ var (
 	// suiteCtx ends on SIGINT/SIGTERM, so waits stop and cleanup runs.
 	suiteCtx context.Context
 	repoRoot string
-	// reg is the registry on loopback the node pulls kubeblade's image
+	// reg is the registry (on the node's bridge address) the node pulls kubeblade's image
 	// from (and, as a mirror, ghcr.io's).
 	reg *noderegistry.Registry
 	// image is the kubeblade image in reg: repository and tag.
