@@ -41,8 +41,8 @@ const (
 	// registry.
 	defaultImageRepo     = "ghcr.io/kubeblade/kubeblade"
 	defaultImageRegistry = "ghcr.io"
-	// Waits: a cold node pulls only from the registry on its own bridge address, so
-	// these only bound a broken run.
+	// Waits: a cold node pulls only from the suite's registry on its own
+	// bridge address, so these only bound a broken run.
 	podWait = 3 * time.Minute
 )
 

@@ -2,10 +2,10 @@
 // image, installed with its Helm chart through the Helm SDK, running as pods
 // under a real kubelet, containerd and runc on this machine (package
 // nodeenv), with the simulated hardware backend. The node's containerd
-// pulls the image from a CNCF Distribution registry on the node's bridge address (package
-// noderegistry), as a cluster pulls it from GHCR or a registry on the LAN. `make e2e-kubelet` builds
-// everything and runs it (root needed); docs/testing.md explains how to run
-// and debug it.
+// pulls the image from a CNCF Distribution registry on the node's bridge
+// address (package noderegistry), as a cluster pulls it from GHCR or a
+// registry on the LAN. `make e2e-kubelet` builds everything and runs it
+// (root needed); docs/testing.md explains how to run and debug it.
 //
 // The steps of TestRealKubelet share one node and run in order; a step whose
 // prerequisite step failed fails at once, naming it. The suite prints
@@ -61,8 +61,8 @@ var (
 	// suiteCtx ends on SIGINT/SIGTERM, so waits stop and cleanup runs.
 	suiteCtx context.Context
 	repoRoot string
-	// reg is the registry (on the node's bridge address) the node pulls kubeblade's image
-	// from (and, as a mirror, ghcr.io's).
+	// reg is the registry (on the node's bridge address) the node pulls
+	// kubeblade's image from (and, as a mirror, ghcr.io's).
 	reg *noderegistry.Registry
 	// image is the kubeblade image in reg: repository and tag.
 	imageRepo, imageTag string
