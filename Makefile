@@ -299,13 +299,14 @@ E2E_KUBELET_K8S_BINS := etcd kube-apiserver kube-controller-manager kube-schedul
 KUBELET_RIG_LOCK ?= /run/kubeblade-kubelet-rig.lock
 
 .PHONY: e2e-kubelet
-e2e-kubelet: $(if $(HWTEST_IMAGE),,image) ## Real-kubelet end-to-end suite (root): the image as pods on a kubelet, containerd and runc, installed with the Helm chart.
+e2e-kubelet: $(if $(HWTEST_IMAGE),,image) ## Real-kubelet end-to-end suite (root): the image as pods on a kubelet, containerd and runc, pulled from a registry of its own, installed with the Helm chart.
 	@hack/k8s-tools.sh $(E2E_KUBELET_K8S_BINS) >/dev/null
 	@hack/node-tools.sh >/dev/null
+	@hack/registry.sh >/dev/null
 	cd test/kubelet && $(PLAIN) $(GO) vet ./... && $(PLAIN) $(GO) build -o $(BIN)/e2e/helm helm.sh/helm/v4/cmd/helm
 	cd test/kubelet && $(PLAIN) KUBEBLADE_TEST_REQUIRED=1 flock $(KUBELET_RIG_LOCK) env KUBEBUILDER_ASSETS=$$($(CURDIR)/hack/k8s-tools.sh $(E2E_KUBELET_K8S_BINS)) \
 	  KUBEBLADE_NODE_ASSETS=$$($(CURDIR)/hack/node-tools.sh) KUBEBLADE_IMAGE=$(hwtest_image) KUBEBLADE_HELM=$(BIN)/e2e/helm \
-	  $(GOTEST) -count=1 -v -timeout 30m .
+	  KUBEBLADE_REGISTRY=$$($(CURDIR)/hack/registry.sh) $(GOTEST) -count=1 -v -timeout 30m .
 
 # The API cost of one agent beside the kubelet, on the real-kubelet rig
 # (root; the rig's lock): its suite's first five steps, the last of which
@@ -316,12 +317,13 @@ APICOST_WINDOW ?= 10m
 bench-apicost: image ## Requests/min by verb and resource, bytes and watches of the kubelet, one agent and the operator, from the audit log of the real-kubelet rig (root); APICOST_WINDOW (10m) steady.
 	@hack/k8s-tools.sh $(E2E_KUBELET_K8S_BINS) >/dev/null
 	@hack/node-tools.sh >/dev/null
+	@hack/registry.sh >/dev/null
 	cd test/kubelet && $(PLAIN) $(GO) build -o $(BIN)/e2e/helm helm.sh/helm/v4/cmd/helm
 	$(GO) build -o $(BIN)/benchdoc ./hack/benchdoc
 	@$(if $(BENCH_DOC),$(BIN)/benchdoc -file $(BENCH_DOC) -block apicost -check)
 	cd test/kubelet && $(PLAIN) KUBEBLADE_TEST_REQUIRED=1 flock $(KUBELET_RIG_LOCK) env KUBEBUILDER_ASSETS=$$($(CURDIR)/hack/k8s-tools.sh $(E2E_KUBELET_K8S_BINS)) \
 	  KUBEBLADE_NODE_ASSETS=$$($(CURDIR)/hack/node-tools.sh) KUBEBLADE_IMAGE=$(CURDIR)/dist/image KUBEBLADE_HELM=$(BIN)/e2e/helm \
-	  KUBEBLADE_APICOST_WINDOW=$(APICOST_WINDOW) KUBEBLADE_APICOST_TABLE=$(BIN)/apicost.md \
+	  KUBEBLADE_REGISTRY=$$($(CURDIR)/hack/registry.sh) KUBEBLADE_APICOST_WINDOW=$(APICOST_WINDOW) KUBEBLADE_APICOST_TABLE=$(BIN)/apicost.md \
 	  $(GO) test -count=1 -v -timeout 90m \
 	  -run 'TestRealKubelet/^(helm_install:|BladeConfig_produces|agent_Ready|Blade_written|API_cost)' . | grep -v -e '^=== '
 	@$(if $(BENCH_DOC),{ printf 'Measured by `make bench-apicost BENCH_DOC=$(BENCH_DOC)` (APICOST_WINDOW=$(APICOST_WINDOW)), %s, commit %s, %s CPUs, load average %s.\n\n' "$$(date -u '+%Y-%m-%d %H:%M UTC')" "$$(git rev-parse --short HEAD)" "$$(nproc)" "$$(cut -d' ' -f1-3 /proc/loadavg)"; cat $(BIN)/apicost.md; } | $(BIN)/benchdoc -file $(BENCH_DOC) -block apicost)

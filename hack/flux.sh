@@ -19,6 +19,9 @@
 # at the same version) and runs `go build .` (main.go is at the module root).
 # The build is guarded by flock and renamed into place when complete.
 set -euo pipefail
+# Renovate (renovate.json) proposes the release and the controllers
+# together, in one "Flux" pull request, with hack/deploy's Flux API modules.
+# renovate: datasource=go depName=github.com/fluxcd/flux2/v2
 release=v2.9.2
 controllers=(
   "source-controller v1.9.3"

@@ -7,6 +7,7 @@
 # concurrent runs do not both build, and renamed into place when complete.
 set -euo pipefail
 # Prometheus v3.x is the Go module version v0.3xx.y.
+# renovate: datasource=go depName=github.com/prometheus/prometheus
 version=v0.316.0
 # remove_all_sd leaves out Prometheus' service-discovery plugins (the AWS,
 # Azure, GCE, Oracle, Outscale... SDKs; the build tags are Prometheus' own,

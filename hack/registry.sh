@@ -7,6 +7,7 @@
 # registry that releases are published to and the real kubelet pulls from.
 # The build is guarded by flock and renamed into place when complete.
 set -euo pipefail
+# renovate: datasource=go depName=github.com/distribution/distribution/v3
 version=v3.0.0
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/kubeblade/registry/$version"
 bin="$cache/registry"

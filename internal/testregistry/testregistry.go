@@ -4,6 +4,9 @@
 // its own temporary storage, optionally behind htpasswd authentication,
 // stopped when the test ends. Tests that need it call Start; when the
 // binary is missing they skip, or fail under make test (internal/testreq).
+// Suites that run the registry under their own process supervision (the
+// real-kubelet rig's, over HTTPS) take its configuration (Config), its
+// environment (ProcessEnv) and its readiness check (Answers) from here.
 package testregistry
 
 import (
@@ -71,19 +74,23 @@ func Binary(t testing.TB) string {
 	return bin
 }
 
-// Start runs a registry until the test ends and returns once it answers
-// /v2/.
-func Start(t testing.TB, opts Options) *Registry {
-	t.Helper()
-	bin := Binary(t)
-	dir := t.TempDir()
-	root := filepath.Join(dir, "storage")
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	host := fmt.Sprintf("127.0.0.1:%d", port)
-	// The configuration format of Distribution v3 (docs/content/about/configuration.md).
+// Config is one registry's configuration file (the format of Distribution
+// v3, docs/content/about/configuration.md in its repository).
+type Config struct {
+	// Root is the storage directory.
+	Root string
+	// Addr is the host:port it listens on.
+	Addr string
+	// HtpasswdFile, when set, names an htpasswd file (bcrypt entries):
+	// every request must then authenticate.
+	HtpasswdFile string
+	// TLSCert and TLSKey, when set, are PEM files it serves HTTPS with;
+	// without them it serves plain HTTP.
+	TLSCert, TLSKey string
+}
+
+// YAML is the configuration file's content.
+func (c Config) YAML() string {
 	cfg := fmt.Sprintf(`version: 0.1
 log:
   level: warn
@@ -96,16 +103,65 @@ storage:
     enabled: true
 http:
   addr: %s
-`, root, host)
+`, c.Root, c.Addr)
+	if c.TLSCert != "" {
+		cfg += fmt.Sprintf("  tls:\n    certificate: %s\n    key: %s\n", c.TLSCert, c.TLSKey)
+	}
+	if c.HtpasswdFile != "" {
+		cfg += fmt.Sprintf("auth:\n  htpasswd:\n    realm: kubeblade-test\n    path: %s\n", c.HtpasswdFile)
+	}
+	return cfg
+}
+
+// ProcessEnv is what the registry's environment needs besides the
+// caller's: Distribution v3 turns its OpenTelemetry exporters on by default,
+// and nothing listens for them here.
+var ProcessEnv = []string{"OTEL_TRACES_EXPORTER=none", "OTEL_METRICS_EXPORTER=none", "OTEL_LOGS_EXPORTER=none"}
+
+// Answers reports whether the registry at base (http:// or https://
+// host:port) answers /v2/, and if not, why: 200, or 401 from a registry
+// that wants credentials, is an answer.
+func Answers(ctx context.Context, c *http.Client, base string) (bool, string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v2/", nil)
+	if err != nil {
+		return false, err.Error()
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return false, err.Error()
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusUnauthorized, resp.Status
+}
+
+// LoopbackAddr returns 127.0.0.1:<port> for a port nothing listens on now.
+func LoopbackAddr() (string, error) {
+	port, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("127.0.0.1:%d", port), nil
+}
+
+// Start runs a registry (plain HTTP) until the test ends and returns once
+// it answers /v2/.
+func Start(t testing.TB, opts Options) *Registry {
+	t.Helper()
+	bin := Binary(t)
+	dir := t.TempDir()
+	host, err := LoopbackAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Config{Root: filepath.Join(dir, "storage"), Addr: host}
 	if opts.Htpasswd != "" {
-		pw := filepath.Join(dir, "htpasswd")
-		if err := os.WriteFile(pw, []byte(opts.Htpasswd), 0o600); err != nil {
+		c.HtpasswdFile = filepath.Join(dir, "htpasswd")
+		if err := os.WriteFile(c.HtpasswdFile, []byte(opts.Htpasswd), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cfg += fmt.Sprintf("auth:\n  htpasswd:\n    realm: kubeblade-test\n    path: %s\n", pw)
 	}
 	cfgPath := filepath.Join(dir, "config.yml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(c.YAML()), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	logPath := filepath.Join(dir, "registry.log")
@@ -115,8 +171,7 @@ http:
 	}
 	cmd := exec.Command(bin, "serve", cfgPath)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	// OTEL exporters are on by default in v3; nothing listens for them here.
-	cmd.Env = append(os.Environ(), "OTEL_TRACES_EXPORTER=none", "OTEL_METRICS_EXPORTER=none", "OTEL_LOGS_EXPORTER=none")
+	cmd.Env = append(os.Environ(), ProcessEnv...)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)
 	}
@@ -146,16 +201,9 @@ http:
 			t.Fatalf("registry exited: %v\n%s", err, b)
 		default:
 		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/v2/", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false, err.Error()
-		}
-		resp.Body.Close()
-		// 401 is an answer too: the registry is up and wants credentials.
-		return resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusUnauthorized, resp.Status
+		return Answers(ctx, http.DefaultClient, "http://"+host)
 	})
-	return &Registry{Host: host, Root: root, stop: stop}
+	return &Registry{Host: host, Root: c.Root, stop: stop}
 }
 
 // freePort asks the kernel for an unused loopback port.

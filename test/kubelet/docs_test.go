@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	typedapiext "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
@@ -64,11 +65,27 @@ func docBlock(t *testing.T, name string) string {
 // home directory.
 func runDoc(t *testing.T, name, dir string) string {
 	t.Helper()
+	return runDocEnv(t, name, dir, nil)
+}
+
+// runDocEnv is runDoc with env added to the environment, and without the
+// variables through which an outer make (make e2e-kubelet) would pass its
+// flags and command-line variables to a make the block runs.
+func runDocEnv(t *testing.T, name, dir string, env []string) string {
+	t.Helper()
 	script := docBlock(t, name)
 	home := t.TempDir()
 	cmd := exec.CommandContext(ctx(t), "bash", "-euo", "pipefail", "-c", script)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
+	var base []string
+	for _, kv := range os.Environ() {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES":
+		default:
+			base = append(base, kv)
+		}
+	}
+	cmd.Env = append(append(base, env...),
 		"PATH="+node.Assets.K8sDir+":"+filepath.Dir(helmBin)+":"+os.Getenv("PATH"),
 		"KUBECONFIG="+node.Kubeconfig, "HOME="+home, "KUBECACHEDIR="+filepath.Join(home, "kube-cache"),
 		"HELM_CACHE_HOME="+filepath.Join(home, "helm-cache"), "HELM_CONFIG_HOME="+filepath.Join(home, "helm-config"),
@@ -216,5 +233,67 @@ func testDocsManifests(t *testing.T) {
 	if _, err := node.Client.CoreV1().Namespaces().Get(ctx(t), namespace, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("namespace %s after the documented removal: %v, want it gone", namespace, err)
 	}
+	assertUninstalled(t)
+}
+
+// testDocsSelfHost runs install.md's "Install from your own registry" as
+// written: in a clone of the repository at the release's tag, `make
+// release` and `make publish` into the suite's registry (its own CA, given
+// through SSL_CERT_FILE as the section says), then the Helm commands that
+// install the chart from there with the image from there, which the node's
+// containerd pulls. VERSION is the chart's appVersion, the one the
+// section's `export VERSION=` names (hack/deploy's TestOneVersionEverywhere).
+func testDocsSelfHost(t *testing.T) {
+	waitNamespaceGone(t)
+	version := loadChart(t).Metadata.AppVersion
+	registry := reg.Host + "/selfhost"
+	clone := filepath.Join(t.TempDir(), "kubeblade")
+	gitRun := func(dir string, args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx(t), "git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+			"GIT_COMMITTER_NAME=e2e", "GIT_COMMITTER_EMAIL=e2e@example.com")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	gitRun(repoRoot, "clone", "-q", repoRoot, clone)
+	// The release's tag, as cutting the release makes it (docs/releasing.md),
+	// unless the history has it already.
+	if gitRun(clone, "tag", "--list", version) == "" {
+		gitRun(clone, "tag", version)
+	}
+	// The blocks run with HOME in a temporary directory: Go's caches are
+	// named, so that the clone's builds reuse what this machine compiled.
+	goenv, err := exec.CommandContext(ctx(t), "go", "env", "GOCACHE", "GOMODCACHE", "GOPATH").Output()
+	if err != nil {
+		t.Fatalf("go env: %v", err)
+	}
+	caches := strings.Fields(string(goenv))
+	if len(caches) != 3 {
+		t.Fatalf("go env printed %q", goenv)
+	}
+	env := []string{"VERSION=" + version, "REGISTRY=" + registry, "SSL_CERT_FILE=" + reg.CAFile,
+		"GOCACHE=" + caches[0], "GOMODCACHE=" + caches[1], "GOPATH=" + caches[2]}
+	runDocEnv(t, "selfhost-publish", clone, env)
+	for _, f := range []string{"dist/SHA256SUMS", "release.key"} {
+		if _, err := os.Stat(filepath.Join(clone, f)); err != nil {
+			t.Errorf("after the documented release: %v", err)
+		}
+	}
+	runDocEnv(t, "selfhost-helm", clone, env)
+	want := registry + "/kubeblade:" + version
+	waitPod(t, "app.kubernetes.io/component=operator", "the operator installed from the registry to be Ready", func(p *corev1.Pod) (bool, string) {
+		for _, c := range p.Spec.Containers {
+			if c.Image != want {
+				t.Fatalf("the operator's container %s runs %s, want %s", c.Name, c.Image, want)
+			}
+		}
+		return true, ""
+	})
+	runDoc(t, "helm-uninstall", repoRoot)
 	assertUninstalled(t)
 }

@@ -2,11 +2,9 @@ package kubelettest
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -28,6 +26,7 @@ import (
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/testwait"
 	"github.com/kubeblade/kubeblade/test/kubelet/internal/nodeenv"
+	"github.com/kubeblade/kubeblade/test/kubelet/internal/noderegistry"
 	"github.com/kubeblade/kubeblade/test/kubelet/internal/podwait"
 )
 
@@ -37,10 +36,12 @@ const (
 	chartDir    = "deploy/helm/kubeblade"
 	configName  = "default"
 	agentDSName = "kubeblade-agent-" + configName
-	// imageRepo of the chart's default image (values.yaml).
-	defaultImageRepo = "ghcr.io/kubeblade/kubeblade"
-	// Waits: a cold node pulls nothing (images are imported), so these
-	// only bound a broken run.
+	// imageRepo of the chart's default image (values.yaml), and its
+	// registry.
+	defaultImageRepo     = "ghcr.io/kubeblade/kubeblade"
+	defaultImageRegistry = "ghcr.io"
+	// Waits: a cold node pulls only from the suite's registry on its own
+	// bridge address, so these only bound a broken run.
 	podWait = 3 * time.Minute
 )
 
@@ -50,39 +51,39 @@ var agentSelector = labels.SelectorFromSet(labels.Set{
 	"app.kubernetes.io/name": "kubeblade", "app.kubernetes.io/instance": configName, "app.kubernetes.io/component": "agent",
 }).String()
 
-// importImage imports the OCI layout into containerd under
-// defaultImageRepo with its own tag, and also tags it with the chart's
-// appVersion, the tag the documented commands install.
-func importImage(ctx context.Context, layout string) error {
-	tarPath := filepath.Join(nodeenv.StateDir, "kubeblade-image.tar")
-	if out, err := exec.CommandContext(ctx, "tar", "-C", layout, "-cf", tarPath, ".").CombinedOutput(); err != nil {
-		return fmt.Errorf("tar %s: %v: %s", layout, err, out)
-	}
-	defer os.Remove(tarPath)
-	if _, err := node.Ctr(ctx, "images", "import", "--platform", "linux/amd64", "--base-name", defaultImageRepo, tarPath); err != nil {
+// publishImage starts the registry (storage in dir), pushes the OCI
+// layout to it as kubeblade/kubeblade under the layout's own tag and the
+// chart's appVersion, and makes it the node's mirror of ghcr.io, so that
+// the chart's default image (ghcr.io/kubeblade/kubeblade:<appVersion>),
+// which the documented commands install, is pulled from it too.
+func publishImage(ctx context.Context, dir, layout string) error {
+	var err error
+	// The node's bridge address, not loopback: the documented commands
+	// (install.md, "Install from your own registry") run against it as
+	// against a registry on the LAN, over HTTPS.
+	if reg, err = noderegistry.Start(ctx, node, os.Getenv(EnvRegistry), dir, nodeenv.Gateway); err != nil {
 		return err
 	}
-	out, err := node.Ctr(ctx, "images", "ls", "-q")
+	tag, err := noderegistry.LayoutTag(layout)
 	if err != nil {
 		return err
-	}
-	for _, ref := range strings.Fields(out) {
-		if tag, ok := strings.CutPrefix(ref, defaultImageRepo+":"); ok {
-			imageRepo, imageTag = defaultImageRepo, tag
-		}
-	}
-	if imageTag == "" {
-		return fmt.Errorf("no %s image after the import; images: %s", defaultImageRepo, out)
 	}
 	ch, err := loader.Load(filepath.Join(repoRoot, chartDir))
 	if err != nil {
 		return err
 	}
-	if app := ch.Metadata.AppVersion; app != imageTag {
-		if _, err := node.Ctr(ctx, "images", "tag", "--force", imageRepo+":"+imageTag, imageRepo+":"+app); err != nil {
-			return err
-		}
+	tags := []string{tag}
+	if app := ch.Metadata.AppVersion; app != tag {
+		tags = append(tags, app)
 	}
+	repo := strings.TrimPrefix(defaultImageRepo, defaultImageRegistry+"/")
+	if err := reg.PushImage(ctx, layout, repo, tags...); err != nil {
+		return err
+	}
+	if err := reg.Mirror(defaultImageRegistry); err != nil {
+		return err
+	}
+	imageRepo, imageTag = reg.Host+"/"+repo, tag
 	return nil
 }
 
@@ -110,7 +111,7 @@ func loadChart(t *testing.T) *chartv2.Chart {
 }
 
 // helmValues merges the values file and --set style overrides the way the
-// helm CLI does (-f testdata/values.yaml --set ...), with the imported
+// helm CLI does (-f testdata/values.yaml --set ...), with the registry's
 // image.
 func helmValues(t *testing.T, set ...string) map[string]any {
 	t.Helper()

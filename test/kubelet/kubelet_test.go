@@ -59,6 +59,7 @@ func TestRealKubelet(t *testing.T) {
 	step(t, stepUninstal, []string{stepInstall}, testUninstall)
 	step(t, "docs/install.md: Helm install, CRD upgrade, uninstall as written", nil, testDocsHelm)
 	step(t, "docs/install.md: plain manifests install and removal as written", nil, testDocsManifests)
+	step(t, "docs/install.md: install from your own registry as written (make release, make publish, helm)", nil, testDocsSelfHost)
 }
 
 func testInstall(t *testing.T) {

@@ -1,9 +1,11 @@
 // Package kubelettest is the real-kubelet end-to-end suite: kubeblade's own
 // image, installed with its Helm chart through the Helm SDK, running as pods
 // under a real kubelet, containerd and runc on this machine (package
-// nodeenv), with the simulated hardware backend. `make e2e-kubelet` builds
-// everything and runs it (root needed); docs/testing.md explains how to run
-// and debug it.
+// nodeenv), with the simulated hardware backend. The node's containerd
+// pulls the image from a CNCF Distribution registry on the node's bridge
+// address (package noderegistry), as a cluster pulls it from GHCR or a
+// registry on the LAN. `make e2e-kubelet` builds everything and runs it
+// (root needed); docs/testing.md explains how to run and debug it.
 //
 // The steps of TestRealKubelet share one node and run in order; a step whose
 // prerequisite step failed fails at once, naming it. The suite prints
@@ -27,6 +29,7 @@ import (
 
 	"github.com/kubeblade/kubeblade/internal/testreq"
 	"github.com/kubeblade/kubeblade/test/kubelet/internal/nodeenv"
+	"github.com/kubeblade/kubeblade/test/kubelet/internal/noderegistry"
 	"github.com/kubeblade/kubeblade/test/kubelet/internal/steps"
 )
 
@@ -40,6 +43,9 @@ const (
 	EnvImage = "KUBEBLADE_IMAGE"
 	// EnvHelm is the helm CLI the documented commands run with.
 	EnvHelm = "KUBEBLADE_HELM"
+	// EnvRegistry is the registry binary hack/registry.sh prints: the
+	// node pulls kubeblade's image from it.
+	EnvRegistry = "KUBEBLADE_REGISTRY"
 	// EnvLogs is where a failed run's logs are copied (default
 	// nodeenv.DefaultLogCopy).
 	EnvLogs = "KUBEBLADE_KUBELET_LOGS"
@@ -55,7 +61,10 @@ var (
 	// suiteCtx ends on SIGINT/SIGTERM, so waits stop and cleanup runs.
 	suiteCtx context.Context
 	repoRoot string
-	// image is the imported kubeblade image: repository and tag.
+	// reg is the registry (on the node's bridge address) the node pulls
+	// kubeblade's image from (and, as a mirror, ghcr.io's).
+	reg *noderegistry.Registry
+	// image is the kubeblade image in reg: repository and tag.
 	imageRepo, imageTag string
 	helmBin             string
 )
@@ -78,7 +87,7 @@ func run(m *testing.M) (code int) {
 	assets := nodeenv.Assets{K8sDir: os.Getenv(EnvK8sAssets), NodeDir: os.Getenv(EnvNodeAssets)}
 	helmBin = os.Getenv(EnvHelm)
 	var missing []string
-	for env, v := range map[string]string{EnvK8sAssets: assets.K8sDir, EnvNodeAssets: assets.NodeDir, EnvImage: os.Getenv(EnvImage), EnvHelm: helmBin} {
+	for env, v := range map[string]string{EnvK8sAssets: assets.K8sDir, EnvNodeAssets: assets.NodeDir, EnvImage: os.Getenv(EnvImage), EnvHelm: helmBin, EnvRegistry: os.Getenv(EnvRegistry)} {
 		if v == "" {
 			missing = append(missing, env+" is not set (make e2e-kubelet sets it)")
 		}
@@ -87,6 +96,9 @@ func run(m *testing.M) (code int) {
 		missing = nodeenv.Preflight(assets)
 		if _, err := os.Stat(filepath.Join(os.Getenv(EnvImage), "index.json")); err != nil {
 			missing = append(missing, "no OCI image layout at "+os.Getenv(EnvImage)+" (make image)")
+		}
+		if _, err := os.Stat(os.Getenv(EnvRegistry)); err != nil {
+			missing = append(missing, "no registry binary: "+err.Error()+" (hack/registry.sh builds it)")
 		}
 	}
 	if len(missing) > 0 {
@@ -129,10 +141,16 @@ func run(m *testing.M) (code int) {
 		node = nil
 		return m.Run()
 	}
-	if startErr = importImage(suiteCtx, os.Getenv(EnvImage)); startErr != nil {
-		logf("importing the image failed: %v", startErr)
+	regDir, err := os.MkdirTemp("", "kubeblade-kubelet-e2e-registry-")
+	if err != nil {
+		startErr = err
 	} else {
-		logf("imported %s:%s", imageRepo, imageTag)
+		defer os.RemoveAll(regDir)
+		if startErr = publishImage(suiteCtx, regDir, os.Getenv(EnvImage)); startErr != nil {
+			logf("publishing the image to the registry failed: %v", startErr)
+		} else {
+			logf("pushed %s:%s to the registry the node pulls from", imageRepo, imageTag)
+		}
 	}
 	code = m.Run()
 	if code != 0 {

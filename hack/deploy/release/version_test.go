@@ -33,7 +33,8 @@ var versionRefs = []struct {
 	{"docs/*.md", regexp.MustCompile(`ghcr\.io/[a-z<>]+/kubeblade:(v[0-9]\S*?)[\s\x60]`), false},
 	{"docs/*.md", regexp.MustCompile(`kubeblade-leds[-/]([0-9][0-9.]*[0-9])`), true},
 	{"docs/*.md", regexp.MustCompile(`kubeblade-leds:([0-9][0-9.]*[0-9])-<talos`), true},
-	{"docs/*.md", regexp.MustCompile(`charts/kubeblade\S* --version (\S+)`), true},
+	// The docs' release commands read $VERSION (install.md's
+	// `export VERSION=...`; the chart version is "${VERSION#v}" there).
 	{"docs/*.md", regexp.MustCompile(`VERSION=(v[0-9]\S*)`), false},
 	{"README.md", regexp.MustCompile(`ghcr\.io/[a-z<>]+/kubeblade:(v[0-9]\S*?)[\s\x60]`), false},
 }

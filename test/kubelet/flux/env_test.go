@@ -3,18 +3,10 @@ package fluxtest
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/cgi"
@@ -25,22 +17,14 @@ import (
 	"strings"
 	"time"
 
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
-	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
-	"helm.sh/helm/v4/pkg/registry"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
-	"oras.land/oras-go/v2"
-	"oras.land/oras-go/v2/content"
-	"oras.land/oras-go/v2/content/oci"
-	"oras.land/oras-go/v2/registry/remote"
-	"oras.land/oras-go/v2/registry/remote/auth"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubeblade/kubeblade/internal/testwait"
-	"github.com/kubeblade/kubeblade/test/kubelet/internal/nodeenv"
+	"github.com/kubeblade/kubeblade/test/kubelet/internal/noderegistry"
 )
 
 // gitHTTPBackend is Debian's git smart-HTTP server (package git).
@@ -53,8 +37,10 @@ const fluxNamespace = "flux-system"
 // fluxEnv is what the suite adds to the node: a test CA, a registry and a
 // git server on loopback, and the three Flux controllers.
 type fluxEnv struct {
-	dir string
-	// caFile is the test CA every client here trusts (PEM).
+	dir      string
+	registry *noderegistry.Registry
+	// caFile is the test CA every client here trusts (PEM): the
+	// registry's, whose serving certificate the git server uses too.
 	caFile string
 	// registryHost is host:port of the registry (HTTPS).
 	registryHost string
@@ -72,19 +58,17 @@ func startFlux(ctx context.Context, logf func(string, ...any)) (*fluxEnv, error)
 		return nil, err
 	}
 	e := &fluxEnv{dir: dir, gitRoot: filepath.Join(dir, "git")}
-	serverCert, err := e.writePKI()
-	if err != nil {
-		return e, err
-	}
 	e.client, err = client.New(node.Config, client.Options{})
 	if err != nil {
 		return e, err
 	}
-	if err := e.startRegistry(ctx); err != nil {
+	e.registry, err = noderegistry.Start(ctx, node, os.Getenv(EnvRegistry), e.path("registry"), "127.0.0.1")
+	if err != nil {
 		return e, err
 	}
+	e.caFile, e.registryHost = e.registry.CAFile, e.registry.Host
 	logf("registry on %s", e.registryHost)
-	if err := e.startGit(serverCert); err != nil {
+	if err := e.startGit(e.registry.ServerCert); err != nil {
 		return e, err
 	}
 	logf("git http-backend on %s", e.git.URL)
@@ -112,66 +96,7 @@ func (e *fluxEnv) stop() {
 // components.
 func (e *fluxEnv) exited() error { return node.Exited() }
 
-// writePKI writes a CA and a serving certificate for 127.0.0.1 signed by
-// it; the CA goes to every client (the controllers through SSL_CERT_FILE,
-// which Go's crypto/x509 reads on Linux; containerd through hosts.toml).
-func (e *fluxEnv) writePKI() (tls.Certificate, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubeblade flux e2e CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-	e.caFile = filepath.Join(e.dir, "ca.crt")
-	for f, b := range map[string][]byte{e.caFile: caPEM, e.path("tls.crt"): certPEM, e.path("tls.key"): keyPEM} {
-		if err := os.WriteFile(f, b, 0o600); err != nil {
-			return tls.Certificate{}, err
-		}
-	}
-	return tls.X509KeyPair(certPEM, keyPEM)
-}
-
 func (e *fluxEnv) path(name string) string { return filepath.Join(e.dir, name) }
-
-// httpClient trusts the test CA.
-func (e *fluxEnv) httpClient() *http.Client {
-	pool := x509.NewCertPool()
-	b, _ := os.ReadFile(e.caFile)
-	pool.AppendCertsFromPEM(b)
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{RootCAs: pool}
-	return &http.Client{Transport: tr, Timeout: 2 * time.Minute}
-}
 
 // freePort returns a loopback port nothing listens on now.
 func freePort() (int, error) {
@@ -181,52 +106,6 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// startRegistry runs the Distribution registry over HTTPS and tells the
-// node's containerd to trust it (containerd's docs/hosts.md).
-func (e *fluxEnv) startRegistry(ctx context.Context) error {
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
-	e.registryHost = fmt.Sprintf("127.0.0.1:%d", port)
-	cfg := fmt.Sprintf(`version: 0.1
-log:
-  level: warn
-  accesslog:
-    disabled: true
-storage:
-  filesystem:
-    rootdirectory: %s
-http:
-  addr: %s
-  tls:
-    certificate: %s
-    key: %s
-`, e.path("registry"), e.registryHost, e.path("tls.crt"), e.path("tls.key"))
-	if err := os.WriteFile(e.path("registry.yaml"), []byte(cfg), 0o600); err != nil {
-		return err
-	}
-	hostsDir := filepath.Join(nodeenv.RegistryHostsDir, e.registryHost)
-	if err := os.MkdirAll(hostsDir, 0o755); err != nil {
-		return err
-	}
-	hosts := fmt.Sprintf("server = \"https://%[1]s\"\n\n[host.\"https://%[1]s\"]\n  capabilities = [\"pull\", \"resolve\"]\n  ca = %[2]q\n", e.registryHost, e.caFile)
-	if err := os.WriteFile(filepath.Join(hostsDir, "hosts.toml"), []byte(hosts), 0o644); err != nil {
-		return err
-	}
-	hc := e.httpClient()
-	return node.StartComponent(ctx, "registry", os.Getenv(EnvRegistry), []string{"serve", e.path("registry.yaml")}, nil, time.Minute,
-		func(ctx context.Context) (bool, string) {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+e.registryHost+"/v2/", nil)
-			resp, err := hc.Do(req)
-			if err != nil {
-				return false, err.Error()
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK, resp.Status
-		})
 }
 
 // startGit serves the bare repositories under gitRoot with git
@@ -448,76 +327,7 @@ func (r *repo) head() (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
-// pushChart packages ch (the Helm SDK, as `helm package`) and pushes it to
-// oci://<registry>/kubeblade/charts/kubeblade:<version> (as `helm push`).
-func (e *fluxEnv) pushChart(ch *chartv2.Chart) error {
-	out := e.path("charts")
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return err
-	}
-	tgz, err := chartutil.Save(ch, out)
-	if err != nil {
-		return err
-	}
-	data, err := os.ReadFile(tgz)
-	if err != nil {
-		return err
-	}
-	rc, err := registry.NewClient(registry.ClientOptHTTPClient(e.httpClient()), registry.ClientOptWriter(io.Discard))
-	if err != nil {
-		return err
-	}
-	_, err = rc.Push(data, fmt.Sprintf("%s/kubeblade/charts/kubeblade:%s", e.registryHost, ch.Metadata.Version))
-	return err
-}
-
 // loadChart loads deploy/helm/kubeblade.
 func loadChart() (*chartv2.Chart, error) {
 	return loader.Load(filepath.Join(repoRoot, "deploy", "helm", "kubeblade"))
-}
-
-// pushImage pushes the OCI layout's multi-arch index as
-// <registry>/kubeblade/kubeblade:<tag> (as `crane push dist/image` or
-// `oras cp` does), with an annotation naming the tag, so that each tag is an
-// index of its own. It uses oras-go, which the Helm SDK's registry client
-// is built on.
-func (e *fluxEnv) pushImage(c context.Context, layoutDir, tag string) error {
-	src, err := oci.NewFromFS(c, os.DirFS(layoutDir))
-	if err != nil {
-		return err
-	}
-	b, err := os.ReadFile(filepath.Join(layoutDir, "index.json"))
-	if err != nil {
-		return err
-	}
-	var idx ocispec.Index
-	if err := json.Unmarshal(b, &idx); err != nil {
-		return err
-	}
-	// `make image` writes an index.json whose one entry is the multi-arch
-	// index; an index.json listing the platforms' manifests is one too.
-	if len(idx.Manifests) == 1 && idx.Manifests[0].MediaType == ocispec.MediaTypeImageIndex {
-		if b, err = content.FetchAll(c, src, idx.Manifests[0]); err != nil {
-			return err
-		}
-		if err := json.Unmarshal(b, &idx); err != nil {
-			return err
-		}
-	}
-	dst, err := remote.NewRepository(e.registryHost + "/kubeblade/kubeblade")
-	if err != nil {
-		return err
-	}
-	dst.Client = &auth.Client{Client: e.httpClient()}
-	for _, m := range idx.Manifests {
-		if err := oras.CopyGraph(c, src, dst, m, oras.DefaultCopyGraphOptions); err != nil {
-			return fmt.Errorf("copying %s: %w", m.Digest, err)
-		}
-	}
-	idx.SchemaVersion, idx.MediaType = 2, ocispec.MediaTypeImageIndex
-	idx.Annotations = map[string]string{ocispec.AnnotationVersion: tag}
-	if b, err = json.Marshal(idx); err != nil {
-		return err
-	}
-	return dst.PushReference(c, content.NewDescriptorFromBytes(ocispec.MediaTypeImageIndex, b), bytes.NewReader(b), tag)
 }

@@ -82,7 +82,7 @@ func TestFlux(t *testing.T) {
 func publish(t *testing.T, version string, image bool, describe func(string) string) {
 	t.Helper()
 	if image {
-		if err := env.pushImage(ctx(t), os.Getenv(EnvImage), "v"+version); err != nil {
+		if err := env.registry.PushImage(ctx(t), os.Getenv(EnvImage), "kubeblade/kubeblade", "v"+version); err != nil {
 			t.Fatalf("pushing the image v%s: %v", version, err)
 		}
 	}
@@ -91,7 +91,7 @@ func publish(t *testing.T, version string, image bool, describe func(string) str
 		t.Fatal(err)
 	}
 	ch.Metadata.Version, ch.Metadata.AppVersion = version, "v"+version
-	if err := env.pushChart(ch); err != nil {
+	if err := env.registry.PushChart(ch, "kubeblade/charts/kubeblade"); err != nil {
 		t.Fatalf("pushing the chart %s: %v", version, err)
 	}
 	crdDir := filepath.Join(kubebladeRepo.work, "deploy", "manifests", "crds")
