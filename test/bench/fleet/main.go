@@ -163,10 +163,17 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 	}
 	fleet := make([]blade, n)
 	stops := make([]func(), n)
+	fails := newFailures()
 	var runErr atomic.Value
 	var wg sync.WaitGroup
 	start = time.Now()
+	waveProgress := start
 	for i, name := range names {
+		if time.Since(waveProgress) >= 15*time.Second {
+			waveProgress = time.Now()
+			fmt.Printf("  %s: %d agents started (%.1f/s), %d with their last request failed; failures so far: %s\n",
+				time.Since(start).Round(time.Second), i, float64(i)/time.Since(start).Seconds(), disconnected(fleet[:i]), fails)
+		}
 		if rate > 0 {
 			// The start-up wave: agent i starts i/rate after the first.
 			time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
@@ -175,6 +182,7 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 		// The dial function is the agent's own, so is its transport.
 		agentCfg := rest.CopyConfig(cfg)
 		agentCfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		agentCfg.Wrap(fails.wrap)
 		// A short thermal time constant lets the fleet reach equilibrium
 		// quickly, so "steady state" is reached in seconds, not minutes.
 		sim := simulated.New(simulated.Options{Load: 0.2, TimeConstant: 2 * time.Second})
@@ -221,7 +229,8 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 		if created < n && time.Since(progress) >= 15*time.Second {
 			progress = time.Now()
 			seen, _ := blades.count(0)
-			fmt.Printf("  %s: %d Blades created, %d seen by the watch\n", time.Since(start).Round(time.Second), created, seen)
+			fmt.Printf("  %s: %d Blades created, %d seen by the watch; %d agents started, %d with their last request failed; failures so far: %s\n",
+				time.Since(start).Round(time.Second), created, seen, started(fleet), disconnected(fleet), fails)
 		}
 		if created == n {
 			tCreated = last.Sub(start)
@@ -230,7 +239,8 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 	})
 	if err != nil {
 		created, _ := lastCreated(fleet)
-		return fmt.Errorf("only %d of %d Blades created after %s", created, n, timeout)
+		return fmt.Errorf("only %d of %d Blades created after %s (%d agents started, %d with their last request failed; failures: %s)",
+			created, n, timeout, started(fleet), disconnected(fleet), fails)
 	}
 	fmt.Printf("all %d Blade objects created (API server acknowledged) %s after the agents started\n", n, tCreated.Round(time.Millisecond))
 	if _, err := waitFor(ctx, timeout, func() bool { c, _ := blades.count(0); return c >= n }); err != nil {
@@ -242,7 +252,8 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 	_, err = waitFor(ctx, timeout, func() bool { _, c := blades.count(1); return c >= n })
 	tGen1 := time.Since(start)
 	if err != nil {
-		return fmt.Errorf("BladeConfig generation 1 not reported by all: %w", err)
+		_, c := blades.count(1)
+		return fmt.Errorf("BladeConfig generation 1 reported by %d of %d after %s (%d with their last request failed; failures: %s)", c, n, timeout, disconnected(fleet), fails)
 	}
 	fmt.Printf("all %d Blades report BladeConfig %s generation 1 %s after the agents started\n", n, configName, tGen1.Round(time.Millisecond))
 	cp1, err := readControlPlane(ctx, env)
@@ -250,6 +261,7 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 		return err
 	}
 	startCPU := (cp1.apiCPU - cp0.apiCPU).Seconds()
+	fmt.Printf("failed requests during the start-up wave: %s\n", fails)
 	fmt.Printf("start-up wave: kube-apiserver used %.1f CPU-s (%.1f CPU-ms per agent), etcd %.1f CPU-s\n",
 		startCPU, 1000*startCPU/float64(n), (cp1.etcdCPU - cp0.etcdCPU).Seconds())
 	if e := runErr.Load(); e != nil {
@@ -274,7 +286,7 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 	tConfig, err := waitFor(ctx, timeout, func() bool { _, c := blades.count(2); return c >= n })
 	if err != nil {
 		_, c := blades.count(2)
-		return fmt.Errorf("only %d of %d Blades report generation 2 after %s", c, n, timeout)
+		return fmt.Errorf("only %d of %d Blades report generation 2 after %s (%d with their last request failed; failures: %s)", c, n, timeout, disconnected(fleet), fails)
 	}
 	fmt.Printf("BladeConfig change applied by all %d blades (Blade.status.config generation 2) %s after the update\n",
 		n, tConfig.Round(time.Millisecond))
@@ -492,6 +504,29 @@ func lastCreated(fleet []blade) (created int, last time.Time) {
 		}
 	}
 	return created, last
+}
+
+// started counts the agents built and started so far (the start-up
+// wave fills the slice in order).
+func started(fleet []blade) int {
+	c := 0
+	for _, b := range fleet {
+		if b.rep != nil {
+			c++
+		}
+	}
+	return c
+}
+
+// disconnected counts started agents whose last request failed.
+func disconnected(fleet []blade) int {
+	c := 0
+	for _, b := range fleet {
+		if b.rep != nil && !b.rep.Stats().Connected {
+			c++
+		}
+	}
+	return c
 }
 
 func writes(fleet []blade) uint64 {
