@@ -30,6 +30,17 @@ func (f *failures) add(kind string) {
 	f.mu.Unlock()
 }
 
+// total is the number of failures counted.
+func (f *failures) total() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := 0
+	for _, n := range f.byKind {
+		t += n
+	}
+	return t
+}
+
 // String lists the causes, most frequent first.
 func (f *failures) String() string {
 	f.mu.Lock()

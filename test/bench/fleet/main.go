@@ -48,6 +48,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -89,12 +90,29 @@ func main() {
 	heartbeat := flag.Duration("heartbeat", 0, "the agents' Blade heartbeat period (0: the agent's default, 5m)")
 	kill := flag.Int("kill", 0, "after the steady state, kill this many agents at once and time the operator's stale detection (runs the operator)")
 	rate := flag.Float64("rate", 0, "start the agents at this many per second (0: all at once)")
+	flag.DurationVar(&handshakeTimeout, "tls-handshake-timeout", handshakeTimeout, "each agent's TLS handshake timeout (client-go's is 10s)")
+	pingTimeout := flag.Duration("http2-ping-timeout", 0, "each agent's HTTP/2 health-check ping timeout (0: client-go's, 15s, or $HTTP2_PING_TIMEOUT_SECONDS)")
 	flag.Parse()
+	if *pingTimeout > 0 {
+		// client-go reads it when it builds each transport
+		// (k8s.io/apimachinery/pkg/util/net/http.go, v0.37.2).
+		os.Setenv("HTTP2_PING_TIMEOUT_SECONDS", strconv.Itoa(int(pingTimeout.Seconds())))
+	}
 	if err := run(*agents, *settle, *quiet, *window, *timeout, *fanPeers, *heartbeat, *kill, *rate); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
 	}
 }
+
+// handshakeTimeout bounds each agent's TLS handshake with the API server.
+// client-go sets 10 s on every transport it builds
+// (k8s.io/client-go/transport/cache.go, v0.37.2). When this machine's two
+// shared cores hold the control plane and thousands of agents, handshakes
+// queue for longer than that: the agent gives up, the API server's work on
+// it is lost, and the retry queues another, so a start-up wave turns into
+// a storm of handshakes that measures the machine rather than what an agent
+// costs. make bench-scale raises it (-tls-handshake-timeout) and says so.
+var handshakeTimeout = 10 * time.Second
 
 type blade struct {
 	sim *simulated.Blade
@@ -182,6 +200,14 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 		// The dial function is the agent's own, so is its transport.
 		agentCfg := rest.CopyConfig(cfg)
 		agentCfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		agentCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			// client-go's own transport, this agent's alone (its
+			// dial function makes it uncacheable).
+			if t, ok := rt.(*http.Transport); ok {
+				t.TLSHandshakeTimeout = handshakeTimeout
+			}
+			return rt
+		})
 		agentCfg.Wrap(fails.wrap)
 		// A short thermal time constant lets the fleet reach equilibrium
 		// quickly, so "steady state" is reached in seconds, not minutes.
@@ -262,6 +288,7 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 	}
 	startCPU := (cp1.apiCPU - cp0.apiCPU).Seconds()
 	fmt.Printf("failed requests during the start-up wave: %s\n", fails)
+	startFailures := fails.total()
 	fmt.Printf("start-up wave: kube-apiserver used %.1f CPU-s (%.1f CPU-ms per agent), etcd %.1f CPU-s\n",
 		startCPU, 1000*startCPU/float64(n), (cp1.etcdCPU - cp0.etcdCPU).Seconds())
 	if e := runErr.Load(); e != nil {
@@ -350,10 +377,10 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 		benchenv.MiB(api.RSS), benchenv.MiB(api.Peak), benchenv.MiB(cp0.api.RSS), apiPerAgent, benchenv.MiB(etcd.RSS), benchenv.MiB(etcd.Peak))
 	fmt.Printf("etcd database: %.1f MiB in use (%.1f MiB file), %.1f MiB in use before the agents: %.2f KiB per blade\n",
 		float64(cp2.dbInUse)/(1<<20), float64(cp2.dbTotal)/(1<<20), float64(cp0.dbInUse)/(1<<20), dbPerBlade/1024)
-	fmt.Printf("fleet-result fan_peers=%t agents=%d rate=%g created_s=%.2f blades_s=%.2f gen1_s=%.2f config_s=%.2f writes_per_min=%.1f writes_per_blade_5min=%.3f window_s=%.0f heap_kib=%.1f sys_kib=%.1f cpu_pct=%.1f killed=%d stale_after_kill_s=%.1f stale_after_heartbeat_s=%.1f apiserver_rss_mib=%.0f apiserver_peak_mib=%.0f etcd_rss_mib=%.0f etcd_peak_mib=%.0f apiserver_start_cpu_s=%.1f apiserver_steady_pct=%.2f apiserver_kib_per_agent=%.1f etcd_db_inuse_mib=%.1f etcd_db_kib_per_blade=%.2f\n",
+	fmt.Printf("fleet-result fan_peers=%t agents=%d rate=%g created_s=%.2f blades_s=%.2f gen1_s=%.2f config_s=%.2f writes_per_min=%.1f writes_per_blade_5min=%.3f window_s=%.0f heap_kib=%.1f sys_kib=%.1f cpu_pct=%.1f killed=%d stale_after_kill_s=%.1f stale_after_heartbeat_s=%.1f apiserver_rss_mib=%.0f apiserver_peak_mib=%.0f etcd_rss_mib=%.0f etcd_peak_mib=%.0f apiserver_start_cpu_s=%.1f apiserver_steady_pct=%.2f apiserver_kib_per_agent=%.1f etcd_db_inuse_mib=%.1f etcd_db_kib_per_blade=%.2f start_failures=%d tls_handshake_timeout_s=%.0f\n",
 		fanPeers, n, rate, tCreated.Seconds(), tBlades.Seconds(), tGen1.Seconds(), tConfig.Seconds(), perMin, perBlade,
 		elapsed.Seconds(), heapPer, sysPer, cpuPct, kill, staleS, staleHbS, benchenv.MiB(api.RSS), benchenv.MiB(api.Peak), benchenv.MiB(etcd.RSS), benchenv.MiB(etcd.Peak),
-		startCPU, apiPct, apiPerAgent, float64(cp2.dbInUse)/(1<<20), dbPerBlade/1024)
+		startCPU, apiPct, apiPerAgent, float64(cp2.dbInUse)/(1<<20), dbPerBlade/1024, startFailures, handshakeTimeout.Seconds())
 	return nil
 }
 
