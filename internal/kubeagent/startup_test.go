@@ -183,6 +183,11 @@ func TestNamedWatchListsThenWatches(t *testing.T) {
 	if n, ok := w.get().(*corev1.Node); !ok || n.Name != "n" {
 		t.Fatalf("get() = %v, want the listed Node", w.get())
 	}
+	testwait.Eventually(t, waitTimeout, "a watch after the list", func(context.Context) (bool, string) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.watches) > 0, ""
+	})
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.lists) != 1 {
@@ -194,6 +199,11 @@ func TestNamedWatchListsThenWatches(t *testing.T) {
 	for _, o := range f.watches {
 		if o.SendInitialEvents != nil && *o.SendInitialEvents {
 			t.Errorf("watch asked for initial events: %+v", o)
+		}
+		// As long as the API server's default for a watch (30 to 60
+		// min), not client-go's 5 to 10: each renewal is a request.
+		if o.TimeoutSeconds == nil || *o.TimeoutSeconds < 1800 || *o.TimeoutSeconds > 3600 {
+			t.Errorf("watch timeout = %v s, want 1800 to 3600", o.TimeoutSeconds)
 		}
 	}
 }

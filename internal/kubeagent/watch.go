@@ -2,11 +2,14 @@ package kubeagent
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/kubeblade/kubeblade/internal/kubeclient"
@@ -45,6 +48,21 @@ func newObjectWatch[L runtime.Object](ctx context.Context, c kubeclient.ListerWa
 			}
 			return list(ctx, o)
 		}
+	}
+	// Each watch asks to last as long as the API server's own default
+	// for a watch that names no timeout (--min-request-timeout, 1800 s,
+	// times 1 to 2), not the 5 to 10 min client-go's reflector asks for
+	// (k8s.io/client-go/tools/cache/reflector.go, v0.37.2): every renewal
+	// is one more request, and at 5 to 10 min the agent's two watches
+	// cost it more requests than its heartbeat (docs/performance.md). A
+	// dead connection is still noticed within a minute by client-go's
+	// HTTP/2 health check, and bookmarks keep the resourceVersion the
+	// watch resumes from recent.
+	watchFn := named.WatchFuncWithContext
+	named.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		t := int64(watchTimeout.Seconds() * (1 + rand.Float64()))
+		o.TimeoutSeconds = &t
+		return watchFn(ctx, o)
 	}
 	lw := toolscache.ToListWatcherWithWatchListSemantics(named, noWatchList{})
 	inf := toolscache.NewSharedIndexInformer(lw, obj, 0, toolscache.Indexers{})
@@ -92,6 +110,10 @@ func (w *objectWatch) stop() {
 	w.cancel()
 	<-w.done
 }
+
+// watchTimeout is the shortest time a watch asks to last: kube-apiserver's
+// --min-request-timeout default (k8s.io/apiserver/pkg/server/config.go).
+const watchTimeout = 1800 * time.Second
 
 // stopAll stops watches in parallel.
 func stopAll(ws ...*objectWatch) {
