@@ -313,6 +313,11 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 	tConfig, err := waitFor(ctx, timeout, func() bool { _, c := blades.count(2); return c >= n })
 	if err != nil {
 		_, c := blades.count(2)
+		// What the start-up wave measured stands on its own: print it
+		// (the control plane as read after the wave) before giving up.
+		fmt.Printf("fleet-result agents=%d rate=%g partial=config config_reached=%d config_timeout_s=%.0f gen1_s=%.2f apiserver_start_cpu_s=%.1f start_failures=%d apiserver_rss_mib=%.0f apiserver_peak_mib=%.0f apiserver_kib_per_agent=%.1f etcd_db_inuse_mib=%.1f etcd_db_kib_per_blade=%.2f tls_handshake_timeout_s=%.0f\n",
+			n, rate, c, timeout.Seconds(), tGen1.Seconds(), startCPU, startFailures, benchenv.MiB(cp1.api.RSS), benchenv.MiB(cp1.api.Peak),
+			float64(cp1.api.RSS-cp0.api.RSS)/float64(n), float64(cp1.dbInUse)/(1<<20), float64(cp1.dbInUse-cp0.dbInUse)/float64(n)/1024, handshakeTimeout.Seconds())
 		return fmt.Errorf("only %d of %d Blades report generation 2 after %s (%d with their last request failed; failures: %s)", c, n, timeout, disconnected(fleet), fails)
 	}
 	fmt.Printf("BladeConfig change applied by all %d blades (Blade.status.config generation 2) %s after the update\n",
