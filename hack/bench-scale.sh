@@ -95,7 +95,7 @@ for n in $sizes; do
     # The wave measured; the BladeConfig change did not reach every agent in time.
     rows+="| $n | $(f gen1_s) s | $(f apiserver_start_cpu_s) CPU-s = $(awk -v c="$(f apiserver_start_cpu_s)" -v n="$n" 'BEGIN{printf "%.1f", 1000*c/n}') CPU-ms | $(f start_failures) | not reached | $(f apiserver_rss_mib) MiB (peak $(f apiserver_peak_mib)) = $(f apiserver_kib_per_agent) KiB, after the wave | $(f etcd_db_inuse_mib) MiB = $(f etcd_db_kib_per_blade) KiB, after the wave | not by all: $(f config_reached) of $n after $(f config_timeout_s) s | not reached | $when |"$'\n'
   else
-    why=$(grep -v '^ *$' "$logs/$n" | tail -n 1 | tr '|' '/')
+    why=$(grep -v '^ *$' "$logs/$n" | tail -n 1 | tr '|' '/' | cut -c1-400)
     rows+="| $n | did not finish in ${secs} s: $why | | | | | | | | $when |"$'\n'
   fi
   write

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -101,6 +102,10 @@ func (b *countBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// addrs matches host:port pairs, which would make each connection's
+// error a cause of its own.
+var addrs = regexp.MustCompile(`\[?[0-9a-fA-F.:]+\]?:[0-9]+`)
+
 // failureKind names an error's cause without its addresses.
 func failureKind(err error) string {
 	switch {
@@ -112,6 +117,10 @@ func failureKind(err error) string {
 		return "connection reset"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "connection refused"
+	case errors.Is(err, syscall.EPIPE):
+		return "broken pipe"
+	case errors.Is(err, syscall.ETIMEDOUT):
+		return "connection timed out"
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return "unexpected EOF"
 	}
@@ -122,6 +131,7 @@ func failureKind(err error) string {
 			return k
 		}
 	}
+	s = addrs.ReplaceAllString(s, "ADDR")
 	if len(s) > 80 {
 		s = s[:80]
 	}
