@@ -110,10 +110,11 @@ func Run(ctx context.Context, o Options) error {
 		log.Warn("ignoring KUBEBLADE_ environment variables that name no config key", "variables", ignored)
 	}
 	checked := local
+	var initial *kubeInitial
 	if o.Kubernetes != nil {
 		// Hardware, gRPC and metrics settings take effect only at start,
 		// so read the assigned BladeConfig before opening anything.
-		checked = bootstrapConfig(ctx, o, local)
+		checked, initial = bootstrapConfig(ctx, o, local)
 	}
 	cfg, settings := checked.Config, checked.Settings
 	// The agent adopts the CA and keys it finds there: refuse a directory
@@ -146,7 +147,7 @@ func Run(ctx context.Context, o Options) error {
 	d := &Daemon{Agent: a, Config: cfg, Simulated: hw.Simulated}
 	var extraMetrics []prometheus.Collector
 	if o.Kubernetes != nil {
-		rep, collector, err := newKubeReporter(o, a, local)
+		rep, collector, err := newKubeReporter(o, a, local, initial)
 		if err != nil {
 			return err
 		}

@@ -9,12 +9,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
-	"github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/agent"
 	"github.com/kubeblade/kubeblade/internal/config"
 	"github.com/kubeblade/kubeblade/internal/csrclient"
@@ -61,50 +59,58 @@ func (k *KubernetesOptions) restConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
+// kubeInitial is the agent's first read of its Node and BladeConfig,
+// which the Kubernetes reporter's watches start from.
+type kubeInitial = kubeagent.Initial
+
 // bootstrapConfig returns the agent config of the BladeConfig this Node is
 // assigned to, or local when there is none or the API server does not
 // answer soon: a blade must start protecting itself without the cluster.
-func bootstrapConfig(ctx context.Context, o Options, local config.Checked) config.Checked {
+// It also returns what it read (nil if nothing), which the reporter's
+// watches start from instead of reading the same objects again.
+func bootstrapConfig(ctx context.Context, o Options, local config.Checked) (config.Checked, *kubeInitial) {
 	log := o.Logger
 	rc, err := o.Kubernetes.restConfig()
 	if err != nil {
 		log.Warn("starting with the local config", "err", err)
-		return local
-	}
-	c, err := kubeclient.New(rc)
-	if err != nil {
-		log.Warn("starting with the local config", "err", err)
-		return local
+		return local, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, bootstrapTimeout)
 	defer cancel()
-	node, err := c.Nodes.Get(ctx, o.Kubernetes.NodeName, metav1.GetOptions{})
-	if err != nil {
+	in, err := kubeagent.ReadInitial(ctx, rc, o.Kubernetes.NodeName)
+	if in == nil {
 		log.Warn("could not read this Node; starting with the local config", "err", err)
-		return local
+		return local, nil
 	}
-	name := node.Labels[v1alpha1.LabelConfig]
-	if name == "" {
-		return local
-	}
-	bc, err := c.BladeConfigs.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		log.Warn("could not read the assigned BladeConfig; starting with the local config", "bladeConfig", name, "err", err)
-		return local
+		log.Warn("could not read the assigned BladeConfig; starting with the local config", "bladeConfig", in.ConfigName, "err", err)
+		return local, in
+	}
+	if in.NodeObject() == nil {
+		log.Warn("this Node does not exist (yet); starting with the local config", "node", o.Kubernetes.NodeName)
+		return local, in
+	}
+	if in.ConfigName == "" {
+		return local, in
+	}
+	bc := in.ConfigObject()
+	if bc == nil {
+		log.Warn("the assigned BladeConfig does not exist; starting with the local config", "bladeConfig", in.ConfigName)
+		return local, in
 	}
 	cfg, err := config.FromSpec(bc.Spec.Agent, o.Environ)
 	if err == nil {
-		log.Info("starting with the assigned BladeConfig", "bladeConfig", name, "generation", bc.Generation)
-		return cfg
+		log.Info("starting with the assigned BladeConfig", "bladeConfig", bc.Name, "generation", bc.Generation)
+		return cfg, in
 	}
-	log.Error("the assigned BladeConfig is invalid; starting with the local config", "bladeConfig", name, "err", err)
-	return local
+	log.Error("the assigned BladeConfig is invalid; starting with the local config", "bladeConfig", bc.Name, "err", err)
+	return local, in
 }
 
 // bootstrapTimeout bounds how long start-up waits for the API server.
 const bootstrapTimeout = 10 * time.Second
 
-func newKubeReporter(o Options, a *agent.Agent, cfg config.Checked) (KubeReporter, prometheus.Collector, error) {
+func newKubeReporter(o Options, a *agent.Agent, cfg config.Checked, initial *kubeInitial) (KubeReporter, prometheus.Collector, error) {
 	k := o.Kubernetes
 	if k.NodeName == "" {
 		return nil, nil, errors.New("kubernetes mode needs the node name: set NODE_NAME (the DaemonSet does, from spec.nodeName) or --node-name")
@@ -116,7 +122,7 @@ func newKubeReporter(o Options, a *agent.Agent, cfg config.Checked) (KubeReporte
 	// client-go logs through klog; send it to the process's structured log.
 	klog.SetSlogLogger(o.Logger)
 	rep, err := kubeagent.New(kubeagent.Options{
-		Config: rc, NodeName: k.NodeName, Agent: a, Local: cfg, Environ: o.Environ,
+		Config: rc, NodeName: k.NodeName, Agent: a, Local: cfg, Environ: o.Environ, Initial: initial,
 		Heartbeat: k.Heartbeat, MinInterval: k.MinInterval, Clock: o.Clock, Logger: o.Logger,
 	})
 	if err != nil {

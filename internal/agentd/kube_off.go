@@ -26,11 +26,14 @@ type KubernetesOptions struct {
 
 var errNoKube = errors.New("this kubeblade-agent was built without Kubernetes support (-tags nokube); use the full build for --kubernetes")
 
-func bootstrapConfig(_ context.Context, _ Options, local config.Checked) config.Checked {
-	return local
+// kubeInitial is empty: this build reads nothing from Kubernetes.
+type kubeInitial struct{}
+
+func bootstrapConfig(_ context.Context, _ Options, local config.Checked) (config.Checked, *kubeInitial) {
+	return local, nil
 }
 
-func newKubeReporter(Options, *agent.Agent, config.Checked) (KubeReporter, prometheus.Collector, error) {
+func newKubeReporter(Options, *agent.Agent, config.Checked, *kubeInitial) (KubeReporter, prometheus.Collector, error) {
 	return nil, nil, errNoKube
 }
 

@@ -5,16 +5,19 @@ package agentd
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
@@ -148,4 +151,51 @@ func TestKubernetesModeIsNotReadyUntilTheAssignedBladeConfigIsApplied(t *testing
 	if got := r.d.Agent.Status().Settings.CriticalCelsius; got != 72 {
 		t.Fatalf("agent threshold once ready = %v, want the BladeConfig's 72", got)
 	}
+}
+
+// With the API server not answering (a listener that accepts connections
+// and never replies), the agent starts within its bootstrap timeout with
+// its local config and runs the blade on it: the blade's safety never
+// waits for the cluster.
+func TestKubernetesModeStartsWithTheLocalConfigWhenTheClusterDoesNotAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never answered
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	began := time.Now()
+	r := startDaemon(t, "criticalCelsius: 66\n", func(o *Options) {
+		o.Kubernetes = &KubernetesOptions{NodeName: "silent-cluster",
+			Config: &rest.Config{Host: "https://" + ln.Addr().String(), TLSClientConfig: rest.TLSClientConfig{Insecure: true}}}
+	})
+	if took := time.Since(began); took > bootstrapTimeout+10*time.Second {
+		t.Errorf("the agent started %s after Run, want about its bootstrap timeout %s", took, bootstrapTimeout)
+	}
+	if r.d.Config.CriticalCelsius != 66 || r.d.Kube == nil {
+		t.Fatalf("started with %+v, want the local config (critical 66) and the Kubernetes side running", r.d.Config)
+	}
+	testwait.Eventually(t, 30*time.Second, "the hardware loop to run on the local config", func(context.Context) (bool, string) {
+		s := r.d.Agent.Status()
+		return s.Running && s.Settings.CriticalCelsius == 66, fmt.Sprintf("running %t, %+v", s.Running, s.Settings)
+	})
 }

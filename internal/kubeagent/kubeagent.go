@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -50,6 +51,10 @@ type Options struct {
 	// Local is the agent's own (file/env) config, used while the Node is
 	// assigned to no BladeConfig.
 	Local config.Checked
+	// Initial, when set, is the agent's first read of its Node and
+	// BladeConfig (ReadInitial): the watches start from it instead of
+	// listing the same objects again.
+	Initial *Initial
 	// Environ holds KUBEBLADE_* overrides, laid over every BladeConfig as
 	// over the config file.
 	Environ []string
@@ -110,15 +115,18 @@ type Reporter struct {
 	pendingFan *annotations.Fan
 	configName string
 	cfgWatch   *objectWatch
-	applied    *v1alpha1.AppliedConfig
-	badConfig  string // "name/generation" of an invalid config already reported
-	taint      bool
-	lastBlade  *v1alpha1.BladeStatus
-	lastWrite  time.Time
-	created    bool
-	started    time.Time // when Run started: Options.ConfigGrace counts from it
-	retryAt    time.Time
-	backoff    time.Duration
+	// initialUsed is set once Options.Initial's BladeConfig list has
+	// served a watch.
+	initialUsed bool
+	applied     *v1alpha1.AppliedConfig
+	badConfig   string // "name/generation" of an invalid config already reported
+	taint       bool
+	lastBlade   *v1alpha1.BladeStatus
+	lastWrite   time.Time
+	created     bool
+	started     time.Time // when Run started: Options.ConfigGrace counts from it
+	retryAt     time.Time
+	backoff     time.Duration
 
 	peerName  string
 	peerWatch *objectWatch
@@ -213,7 +221,11 @@ func (r *Reporter) Run(ctx context.Context) error {
 		defer close(recDone)
 		r.recordEvents(ctx)
 	}()
-	nodeWatch := newObjectWatch(ctx, r.c.Nodes, &corev1.Node{}, r.o.NodeName)
+	var firstNodes runtime.Object
+	if in := r.o.Initial; in != nil && in.Node != nil {
+		firstNodes = in.Node
+	}
+	nodeWatch := newObjectWatch(ctx, r.c.Nodes, &corev1.Node{}, r.o.NodeName, firstNodes)
 	defer func() {
 		stopAll(nodeWatch, r.cfgWatch, r.peerWatch)
 		<-recDone
@@ -280,7 +292,13 @@ func (r *Reporter) follow(ctx context.Context, name string) {
 		return
 	}
 	r.log.Info("following BladeConfig", "bladeConfig", name)
-	r.cfgWatch = newObjectWatch(ctx, r.c.BladeConfigs, &v1alpha1.BladeConfig{}, name)
+	// The initial list serves the first watch of the config it lists,
+	// once: a later return to that config lists it anew.
+	var first runtime.Object
+	if in := r.o.Initial; in != nil && in.Config != nil && in.ConfigName == name && !r.initialUsed {
+		first, r.initialUsed = in.Config, true
+	}
+	r.cfgWatch = newObjectWatch(ctx, r.c.BladeConfigs, &v1alpha1.BladeConfig{}, name, first)
 }
 
 func (r *Reporter) onConfig(ctx context.Context) {

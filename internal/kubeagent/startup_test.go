@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentconfigv1 "github.com/kubeblade/kubeblade/api/agentconfig/v1alpha1"
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
@@ -172,7 +173,7 @@ func (f *fakeLister) Watch(_ context.Context, o metav1.ListOptions) (watch.Inter
 // watch cache to catch up with etcd: seconds, when a rack starts at once.
 func TestNamedWatchListsThenWatches(t *testing.T) {
 	f := &fakeLister{w: watch.NewFake()}
-	w := newObjectWatch[*corev1.NodeList](context.Background(), f, &corev1.Node{}, "n")
+	w := newObjectWatch[*corev1.NodeList](context.Background(), f, &corev1.Node{}, "n", nil)
 	defer w.stop()
 	select {
 	case <-w.changed:
@@ -182,6 +183,11 @@ func TestNamedWatchListsThenWatches(t *testing.T) {
 	if n, ok := w.get().(*corev1.Node); !ok || n.Name != "n" {
 		t.Fatalf("get() = %v, want the listed Node", w.get())
 	}
+	testwait.Eventually(t, waitTimeout, "a watch after the list", func(context.Context) (bool, string) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.watches) > 0, ""
+	})
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.lists) != 1 {
@@ -193,6 +199,11 @@ func TestNamedWatchListsThenWatches(t *testing.T) {
 	for _, o := range f.watches {
 		if o.SendInitialEvents != nil && *o.SendInitialEvents {
 			t.Errorf("watch asked for initial events: %+v", o)
+		}
+		// As long as the API server's default for a watch (30 to 60
+		// min), not client-go's 5 to 10: each renewal is a request.
+		if o.TimeoutSeconds == nil || *o.TimeoutSeconds < 1800 || *o.TimeoutSeconds > 3600 {
+			t.Errorf("watch timeout = %v s, want 1800 to 3600", o.TimeoutSeconds)
 		}
 	}
 }
@@ -251,3 +262,98 @@ func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
 func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 
 func (h *countingHandler) WithGroup(string) slog.Handler { return h }
+
+// apiRequests records the verb of each request to Nodes and BladeConfigs
+// ("list nodes", "watch bladeconfigs", ...), for the start-up count.
+type apiRequests struct {
+	rt   http.RoundTripper
+	mu   sync.Mutex
+	seen []string
+}
+
+func (a *apiRequests) RoundTrip(req *http.Request) (*http.Response, error) {
+	for _, res := range []string{"nodes", "bladeconfigs"} {
+		if !strings.Contains(req.URL.Path, "/"+res) {
+			continue
+		}
+		verb := strings.ToLower(req.Method)
+		switch {
+		case req.Method == http.MethodGet && req.URL.Query().Get("watch") == "true":
+			verb = "watch"
+		case req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/"+res):
+			verb = "list"
+		}
+		a.mu.Lock()
+		a.seen = append(a.seen, verb+" "+res)
+		a.mu.Unlock()
+	}
+	return a.rt.RoundTrip(req)
+}
+
+func (a *apiRequests) all() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.seen...)
+}
+
+func (a *apiRequests) count(what string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := 0
+	for _, s := range a.seen {
+		if s == what {
+			c++
+		}
+	}
+	return c
+}
+
+// The agent's first read of its Node and BladeConfig (ReadInitial, before
+// the hardware opens) is where its watches start: the Reporter lists
+// neither again, and a change made between that read and the watches is
+// still applied, because they watch from the read's resourceVersion.
+func TestWatchesStartFromTheInitialRead(t *testing.T) {
+	configuredNode(t, "initial-read")
+	c := need(t)
+	ctx := context.Background()
+	var in *Initial
+	rec := &apiRequests{}
+	b := startBlade(t, "initial-read", func(_ *simulated.Options, _ *agentconfigv1.AgentConfig, ro *Options) {
+		var err error
+		if in, err = ReadInitial(ctx, ro.Config, "initial-read"); err != nil {
+			t.Fatal(err)
+		}
+		if in.NodeObject() == nil || in.ConfigName != "initial-read" || in.ConfigObject() == nil || in.ConfigObject().Generation != 1 {
+			t.Fatalf("ReadInitial = %+v, want the Node and BladeConfig initial-read generation 1", in)
+		}
+		// Changed after the agent's first read, before its watches.
+		bc := &v1alpha1.BladeConfig{}
+		if err := c.k8s.Get(ctx, client.ObjectKey{Name: "initial-read"}, bc); err != nil {
+			t.Fatal(err)
+		}
+		bc.Spec.Agent.LEDs.IdleColor = "#0000ff"
+		if err := c.k8s.Update(ctx, bc); err != nil {
+			t.Fatal(err)
+		}
+		ro.Initial = in
+		ro.Config = rest.CopyConfig(ro.Config)
+		ro.Config.Wrap(func(rt http.RoundTripper) http.RoundTripper { rec.rt = rt; return rec })
+	})
+	testwait.Eventually(t, waitTimeout, "Blade reports generation 2, changed after the first read", func(context.Context) (bool, string) {
+		bl, err := b.getBlade()
+		if err != nil || bl.Status.Config == nil {
+			return false, fmt.Sprint(err)
+		}
+		return bl.Status.Config.Name == "initial-read" && bl.Status.Config.Generation == 2, fmt.Sprintf("%+v", bl.Status.Config)
+	})
+	for _, what := range []string{"list nodes", "list bladeconfigs", "get nodes", "get bladeconfigs"} {
+		if n := rec.count(what); n != 0 {
+			t.Errorf("the reporter made %d %s requests after the first read, want 0 (requests: %v)", n, what, rec.all())
+		}
+	}
+	for _, what := range []string{"watch nodes", "watch bladeconfigs"} {
+		if n := rec.count(what); n != 1 {
+			t.Errorf("the reporter made %d %s requests, want 1 (requests: %v)", n, what, rec.all())
+		}
+	}
+}

@@ -97,9 +97,10 @@ func testAPICost(t *testing.T) {
 	}
 
 	// A smoke run of the measurement: it fails when the measurement is
-	// broken (no requests of the agent or the kubelet in the log), not when
-	// a goal is missed; the goals are for make bench-apicost's table and
-	// docs/performance.md, and a miss is printed here.
+	// broken (no requests of the agent or the kubelet in the log) and when
+	// the agent's start or its watches exceed their goals, which do not
+	// depend on the window; the share of the kubelet's requests is only
+	// printed, and only over a window of a heartbeat period or more.
 	if start.Total() == 0 {
 		t.Errorf("no request of the agent in its start-up window: the audit log misses it")
 	}
@@ -107,10 +108,10 @@ func testAPICost(t *testing.T) {
 		t.Errorf("the kubelet made no request in %s: the audit log misses it", window)
 	}
 	if n := start.Total() - start.Certificate; n > goalStartRequests {
-		t.Logf("goal missed: the agent's start took %d requests besides its certificate (%s), goal ≤ %d", n, start.Breakdown(), goalStartRequests)
+		t.Errorf("goal missed: the agent's start took %d requests besides its certificate (%s), goal ≤ %d", n, start.Breakdown(), goalStartRequests)
 	}
 	if w := steady["agent"].OpenWatches; w > goalWatches {
-		t.Logf("goal missed: the agent held %d watches open, goal ≤ %d", w, goalWatches)
+		t.Errorf("goal missed: the agent held %d watches open, goal ≤ %d", w, goalWatches)
 	}
 	if window >= heartbeatPeriod && share > goalSteadyPercent {
 		t.Logf("goal missed: the agent's steady-state requests are %.1f %% of the kubelet's (%s against %s), goal ≤ %.0f %%",

@@ -48,6 +48,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -89,12 +90,29 @@ func main() {
 	heartbeat := flag.Duration("heartbeat", 0, "the agents' Blade heartbeat period (0: the agent's default, 5m)")
 	kill := flag.Int("kill", 0, "after the steady state, kill this many agents at once and time the operator's stale detection (runs the operator)")
 	rate := flag.Float64("rate", 0, "start the agents at this many per second (0: all at once)")
+	flag.DurationVar(&handshakeTimeout, "tls-handshake-timeout", handshakeTimeout, "each agent's TLS handshake timeout (client-go's is 10s)")
+	pingTimeout := flag.Duration("http2-ping-timeout", 0, "each agent's HTTP/2 health-check ping timeout (0: client-go's, 15s, or $HTTP2_PING_TIMEOUT_SECONDS)")
 	flag.Parse()
+	if *pingTimeout > 0 {
+		// client-go reads it when it builds each transport
+		// (k8s.io/apimachinery/pkg/util/net/http.go, v0.37.2).
+		os.Setenv("HTTP2_PING_TIMEOUT_SECONDS", strconv.Itoa(int(pingTimeout.Seconds())))
+	}
 	if err := run(*agents, *settle, *quiet, *window, *timeout, *fanPeers, *heartbeat, *kill, *rate); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
 	}
 }
+
+// handshakeTimeout bounds each agent's TLS handshake with the API server.
+// client-go sets 10 s on every transport it builds
+// (k8s.io/client-go/transport/cache.go, v0.37.2). When this machine's two
+// shared cores hold the control plane and thousands of agents, handshakes
+// queue for longer than that: the agent gives up, the API server's work on
+// it is lost, and the retry queues another, so a start-up wave turns into
+// a storm of handshakes that measures the machine rather than what an agent
+// costs. make bench-scale raises it (-tls-handshake-timeout) and says so.
+var handshakeTimeout = 10 * time.Second
 
 type blade struct {
 	sim *simulated.Blade
@@ -163,10 +181,17 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 	}
 	fleet := make([]blade, n)
 	stops := make([]func(), n)
+	fails := newFailures()
 	var runErr atomic.Value
 	var wg sync.WaitGroup
 	start = time.Now()
+	waveProgress := start
 	for i, name := range names {
+		if time.Since(waveProgress) >= 15*time.Second {
+			waveProgress = time.Now()
+			fmt.Printf("  %s: %d agents started (%.1f/s), %d with their last request failed; failures so far: %s\n",
+				time.Since(start).Round(time.Second), i, float64(i)/time.Since(start).Seconds(), disconnected(fleet[:i]), fails)
+		}
 		if rate > 0 {
 			// The start-up wave: agent i starts i/rate after the first.
 			time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
@@ -175,6 +200,15 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 		// The dial function is the agent's own, so is its transport.
 		agentCfg := rest.CopyConfig(cfg)
 		agentCfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		agentCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			// client-go's own transport, this agent's alone (its
+			// dial function makes it uncacheable).
+			if t, ok := rt.(*http.Transport); ok {
+				t.TLSHandshakeTimeout = handshakeTimeout
+			}
+			return rt
+		})
+		agentCfg.Wrap(fails.wrap)
 		// A short thermal time constant lets the fleet reach equilibrium
 		// quickly, so "steady state" is reached in seconds, not minutes.
 		sim := simulated.New(simulated.Options{Load: 0.2, TimeConstant: 2 * time.Second})
@@ -221,7 +255,8 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 		if created < n && time.Since(progress) >= 15*time.Second {
 			progress = time.Now()
 			seen, _ := blades.count(0)
-			fmt.Printf("  %s: %d Blades created, %d seen by the watch\n", time.Since(start).Round(time.Second), created, seen)
+			fmt.Printf("  %s: %d Blades created, %d seen by the watch; %d agents started, %d with their last request failed; failures so far: %s\n",
+				time.Since(start).Round(time.Second), created, seen, started(fleet), disconnected(fleet), fails)
 		}
 		if created == n {
 			tCreated = last.Sub(start)
@@ -230,7 +265,8 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 	})
 	if err != nil {
 		created, _ := lastCreated(fleet)
-		return fmt.Errorf("only %d of %d Blades created after %s", created, n, timeout)
+		return fmt.Errorf("only %d of %d Blades created after %s (%d agents started, %d with their last request failed; failures: %s)",
+			created, n, timeout, started(fleet), disconnected(fleet), fails)
 	}
 	fmt.Printf("all %d Blade objects created (API server acknowledged) %s after the agents started\n", n, tCreated.Round(time.Millisecond))
 	if _, err := waitFor(ctx, timeout, func() bool { c, _ := blades.count(0); return c >= n }); err != nil {
@@ -242,7 +278,8 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 	_, err = waitFor(ctx, timeout, func() bool { _, c := blades.count(1); return c >= n })
 	tGen1 := time.Since(start)
 	if err != nil {
-		return fmt.Errorf("BladeConfig generation 1 not reported by all: %w", err)
+		_, c := blades.count(1)
+		return fmt.Errorf("BladeConfig generation 1 reported by %d of %d after %s (%d with their last request failed; failures: %s)", c, n, timeout, disconnected(fleet), fails)
 	}
 	fmt.Printf("all %d Blades report BladeConfig %s generation 1 %s after the agents started\n", n, configName, tGen1.Round(time.Millisecond))
 	cp1, err := readControlPlane(ctx, env)
@@ -250,6 +287,8 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 		return err
 	}
 	startCPU := (cp1.apiCPU - cp0.apiCPU).Seconds()
+	fmt.Printf("failed requests during the start-up wave: %s\n", fails)
+	startFailures := fails.total()
 	fmt.Printf("start-up wave: kube-apiserver used %.1f CPU-s (%.1f CPU-ms per agent), etcd %.1f CPU-s\n",
 		startCPU, 1000*startCPU/float64(n), (cp1.etcdCPU - cp0.etcdCPU).Seconds())
 	if e := runErr.Load(); e != nil {
@@ -274,7 +313,12 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 	tConfig, err := waitFor(ctx, timeout, func() bool { _, c := blades.count(2); return c >= n })
 	if err != nil {
 		_, c := blades.count(2)
-		return fmt.Errorf("only %d of %d Blades report generation 2 after %s", c, n, timeout)
+		// What the start-up wave measured stands on its own: print it
+		// (the control plane as read after the wave) before giving up.
+		fmt.Printf("fleet-result agents=%d rate=%g partial=config config_reached=%d config_timeout_s=%.0f gen1_s=%.2f apiserver_start_cpu_s=%.1f start_failures=%d apiserver_rss_mib=%.0f apiserver_peak_mib=%.0f apiserver_kib_per_agent=%.1f etcd_db_inuse_mib=%.1f etcd_db_kib_per_blade=%.2f tls_handshake_timeout_s=%.0f\n",
+			n, rate, c, timeout.Seconds(), tGen1.Seconds(), startCPU, startFailures, benchenv.MiB(cp1.api.RSS), benchenv.MiB(cp1.api.Peak),
+			float64(cp1.api.RSS-cp0.api.RSS)/float64(n), float64(cp1.dbInUse)/(1<<20), float64(cp1.dbInUse-cp0.dbInUse)/float64(n)/1024, handshakeTimeout.Seconds())
+		return fmt.Errorf("only %d of %d Blades report generation 2 after %s (%d with their last request failed; failures: %s)", c, n, timeout, disconnected(fleet), fails)
 	}
 	fmt.Printf("BladeConfig change applied by all %d blades (Blade.status.config generation 2) %s after the update\n",
 		n, tConfig.Round(time.Millisecond))
@@ -338,10 +382,10 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 		benchenv.MiB(api.RSS), benchenv.MiB(api.Peak), benchenv.MiB(cp0.api.RSS), apiPerAgent, benchenv.MiB(etcd.RSS), benchenv.MiB(etcd.Peak))
 	fmt.Printf("etcd database: %.1f MiB in use (%.1f MiB file), %.1f MiB in use before the agents: %.2f KiB per blade\n",
 		float64(cp2.dbInUse)/(1<<20), float64(cp2.dbTotal)/(1<<20), float64(cp0.dbInUse)/(1<<20), dbPerBlade/1024)
-	fmt.Printf("fleet-result fan_peers=%t agents=%d rate=%g created_s=%.2f blades_s=%.2f gen1_s=%.2f config_s=%.2f writes_per_min=%.1f writes_per_blade_5min=%.3f window_s=%.0f heap_kib=%.1f sys_kib=%.1f cpu_pct=%.1f killed=%d stale_after_kill_s=%.1f stale_after_heartbeat_s=%.1f apiserver_rss_mib=%.0f apiserver_peak_mib=%.0f etcd_rss_mib=%.0f etcd_peak_mib=%.0f apiserver_start_cpu_s=%.1f apiserver_steady_pct=%.2f apiserver_kib_per_agent=%.1f etcd_db_inuse_mib=%.1f etcd_db_kib_per_blade=%.2f\n",
+	fmt.Printf("fleet-result fan_peers=%t agents=%d rate=%g created_s=%.2f blades_s=%.2f gen1_s=%.2f config_s=%.2f writes_per_min=%.1f writes_per_blade_5min=%.3f window_s=%.0f heap_kib=%.1f sys_kib=%.1f cpu_pct=%.1f killed=%d stale_after_kill_s=%.1f stale_after_heartbeat_s=%.1f apiserver_rss_mib=%.0f apiserver_peak_mib=%.0f etcd_rss_mib=%.0f etcd_peak_mib=%.0f apiserver_start_cpu_s=%.1f apiserver_steady_pct=%.2f apiserver_kib_per_agent=%.1f etcd_db_inuse_mib=%.1f etcd_db_kib_per_blade=%.2f start_failures=%d tls_handshake_timeout_s=%.0f\n",
 		fanPeers, n, rate, tCreated.Seconds(), tBlades.Seconds(), tGen1.Seconds(), tConfig.Seconds(), perMin, perBlade,
 		elapsed.Seconds(), heapPer, sysPer, cpuPct, kill, staleS, staleHbS, benchenv.MiB(api.RSS), benchenv.MiB(api.Peak), benchenv.MiB(etcd.RSS), benchenv.MiB(etcd.Peak),
-		startCPU, apiPct, apiPerAgent, float64(cp2.dbInUse)/(1<<20), dbPerBlade/1024)
+		startCPU, apiPct, apiPerAgent, float64(cp2.dbInUse)/(1<<20), dbPerBlade/1024, startFailures, handshakeTimeout.Seconds())
 	return nil
 }
 
@@ -492,6 +536,29 @@ func lastCreated(fleet []blade) (created int, last time.Time) {
 		}
 	}
 	return created, last
+}
+
+// started counts the agents built and started so far (the start-up
+// wave fills the slice in order).
+func started(fleet []blade) int {
+	c := 0
+	for _, b := range fleet {
+		if b.rep != nil {
+			c++
+		}
+	}
+	return c
+}
+
+// disconnected counts started agents whose last request failed.
+func disconnected(fleet []blade) int {
+	c := 0
+	for _, b := range fleet {
+		if b.rep != nil && !b.rep.Stats().Connected {
+			c++
+		}
+	}
+	return c
 }
 
 func writes(fleet []blade) uint64 {

@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -60,4 +63,17 @@ func captureStdout(t *testing.T, fn func() error) string {
 		t.Fatalf("%v; output:\n%s", err, buf.String())
 	}
 	return buf.String()
+}
+
+// Failures are counted by cause, not by connection: two errors that differ
+// only in their addresses are one cause.
+func TestFailureKindLeavesOutAddresses(t *testing.T) {
+	a := failureKind(errors.New("write tcp 127.0.0.1:57824->127.0.0.1:35665: write: no buffer"))
+	b := failureKind(errors.New("write tcp 127.0.0.1:38094->127.0.0.1:35665: write: no buffer"))
+	if a != b || strings.Contains(a, "127.0.0.1") {
+		t.Errorf("failureKind = %q and %q, want one cause without addresses", a, b)
+	}
+	if k := failureKind(fmt.Errorf("write: %w", syscall.EPIPE)); k != "broken pipe" {
+		t.Errorf("failureKind(EPIPE) = %q, want broken pipe", k)
+	}
 }
