@@ -206,7 +206,10 @@ func (r *Reconciler) reconcile(ctx context.Context, bc *kbv1.BladeConfig) error 
 // Cleanup from the check to the end of the apply makes the two exclusive:
 // an apply that passed the check ends before the finalizer deletes the
 // DaemonSet, and a check made after the finalizer finished sees the
-// deletion.
+// deletion. The finalizer controller holds back only BladeConfigs that
+// carry its finalizer: one deleted before it was added can still go between
+// the check and the apply, and its DaemonSet then goes only with a garbage
+// collector.
 func (r *Reconciler) apply(ctx context.Context, bc *kbv1.BladeConfig, want *appsv1ac.DaemonSetApplyConfiguration) (applied bool, _ error) {
 	if r.Cleanup != nil {
 		r.Cleanup.LockKey(bc.Name)
