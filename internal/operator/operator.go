@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/keymutex"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -155,8 +156,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}).SetupWithManager(mgr)); err != nil {
 		return err
 	}
+	// The daemonset controller's applies and the finalizer controller's
+	// cleanup of the same BladeConfig exclude each other.
+	cleanup := keymutex.NewHashed(0)
 	if err := wrap(daemonset.ControllerName, (&daemonset.Reconciler{
-		Client: c, Recorder: rec, Defaults: o.DaemonSet, Images: o.AgentImages, Outcome: applied,
+		Client: c, APIReader: mgr.GetAPIReader(), Cleanup: cleanup, Recorder: rec, Defaults: o.DaemonSet, Images: o.AgentImages, Outcome: applied,
 	}).SetupWithManager(mgr)); err != nil {
 		return err
 	}
@@ -167,7 +171,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	if err := wrap(finalizer.ControllerName, (&finalizer.Reconciler{
-		Client: c, APIReader: mgr.GetAPIReader(), Recorder: rec, Namespace: o.Namespace,
+		Client: c, APIReader: mgr.GetAPIReader(), Cleanup: cleanup, Recorder: rec, Namespace: o.Namespace,
 	}).SetupWithManager(mgr)); err != nil {
 		return err
 	}

@@ -46,6 +46,11 @@ type Options struct {
 	// so StopAPIServer/StartAPIServer bring it back on the same address
 	// with the same credentials (outage tests).
 	Restartable bool
+	// FreshEachRun gives each run of `go test -count=N` a fresh control
+	// plane (and a fresh setup), for suites whose tests use fixed object
+	// names: a second run would find them there already. A run is new when
+	// a test that already finished calls Suite.Need again.
+	FreshEachRun bool
 }
 
 // RepoRoot returns the repository root, found from this source file; in a
@@ -195,14 +200,18 @@ type Suite struct {
 	opts  Options
 	setup func(context.Context, *Env) error
 
-	once   sync.Once
-	env    *Env
-	err    error
-	ctx    context.Context
-	cancel context.CancelFunc
-
+	// mu guards everything below; Need holds it while it starts the
+	// control plane, so concurrent tests wait for one start.
 	mu      sync.Mutex
+	started bool
+	env     *Env
+	err     error
+	ctx     context.Context
+	cancel  context.CancelFunc
 	skipped int
+	// finished are the tests (by full name) that called Need and ended,
+	// in this run of the tests (Options.FreshEachRun).
+	finished map[string]bool
 }
 
 // NewSuite returns a Suite that starts a control plane with o and then
@@ -219,20 +228,40 @@ func NewSuite(o Options, setup func(ctx context.Context, e *Env) error) *Suite {
 // failing setup, fails every test that needs it.
 func (s *Suite) Need(t testing.TB) *Env {
 	t.Helper()
-	s.once.Do(s.start)
-	if errors.Is(s.err, ErrNoAssets) {
-		if !testreq.Required() {
-			s.mu.Lock()
-			s.skipped++
-			s.mu.Unlock()
+	s.mu.Lock()
+	if s.opts.FreshEachRun {
+		name := t.Name()
+		if s.finished[name] {
+			// This test ran before: go test -count runs them all again.
+			s.stopLocked()
+			s.started, s.env, s.err, s.finished = false, nil, nil, nil
 		}
-		testreq.Unavailable(t, "envtest: %v", s.err)
+		if s.finished == nil {
+			s.finished = map[string]bool{}
+		}
+		t.Cleanup(func() {
+			s.mu.Lock()
+			s.finished[name] = true
+			s.mu.Unlock()
+		})
+	}
+	if !s.started {
+		s.started = true
+		s.start()
+	}
+	env, err := s.env, s.err
+	if errors.Is(err, ErrNoAssets) && !testreq.Required() {
+		s.skipped++
+	}
+	s.mu.Unlock()
+	if errors.Is(err, ErrNoAssets) {
+		testreq.Unavailable(t, "envtest: %v", err)
 		return nil // Unavailable ended the test
 	}
-	if s.err != nil {
-		t.Fatalf("envtest: %v", s.err)
+	if err != nil {
+		t.Fatalf("envtest: %v", err)
 	}
-	return s.env
+	return env
 }
 
 func (s *Suite) start() {
@@ -258,9 +287,15 @@ func (s *Suite) Run(m interface{ Run() int }) int {
 // it, and says how many tests skipped for want of one. Run calls it; a
 // package with more than one Suite runs m.Run itself and calls Stop on each.
 func (s *Suite) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.skipped > 0 {
 		fmt.Fprintf(os.Stderr, "testenv: %d test(s) skipped: %v\n", s.skipped, ErrNoAssets)
 	}
+	s.stopLocked()
+}
+
+func (s *Suite) stopLocked() {
 	if s.cancel != nil {
 		s.cancel()
 	}
@@ -284,7 +319,8 @@ func Main(m interface{ Run() int }, o Options, started func(*Env)) int {
 		started(e)
 		return nil
 	})
-	mainSuite.once.Do(mainSuite.start)
+	mainSuite.started = true
+	mainSuite.start()
 	if mainSuite.err != nil && !errors.Is(mainSuite.err, ErrNoAssets) {
 		fmt.Fprintln(os.Stderr, "envtest:", mainSuite.err)
 		mainSuite.Stop()

@@ -369,6 +369,12 @@ func TestOperatorDaemonSetAttacks(t *testing.T) {
 	if err := admin.Create(ctx(t), foreign); err != nil {
 		t.Fatal(err)
 	}
+	// The name is fixed: the next run of go test -count=N creates it again.
+	t.Cleanup(func() {
+		if err := admin.Delete(context.Background(), foreign); client.IgnoreNotFound(err) != nil {
+			t.Errorf("deleting %s: %v", foreign.Name, err)
+		}
+	})
 	refused(t, "deleting someone else's DaemonSet", op.Delete(ctx(t), foreign), daemonSetPolicy, "may only write its agent DaemonSets", "someone-elses")
 	allowed(t, "deleting its own", op.Delete(ctx(t), orig))
 }

@@ -69,7 +69,9 @@ type Suite struct {
 // register starts no manager (for tests of the API server's own rules).
 func NewSuite(register Register) *Suite {
 	s := &Suite{}
-	s.ts = testenv.NewSuite(testenv.Options{CRDDirs: []string{"config/crd/bases"}}, func(ctx context.Context, e *testenv.Env) error {
+	// The suites' tests use fixed names (Nodes, BladeConfigs), so each run
+	// of go test -count=N gets its own control plane and manager.
+	s.ts = testenv.NewSuite(testenv.Options{CRDDirs: []string{"config/crd/bases"}, FreshEachRun: true}, func(ctx context.Context, e *testenv.Env) error {
 		env, err := start(ctx, e, register)
 		s.env = env
 		return err

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/keymutex"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -70,7 +71,17 @@ const (
 
 // Reconciler applies the agent DaemonSets.
 type Reconciler struct {
-	Client   client.Client
+	Client client.Client
+	// APIReader reads past the cache: right before an apply the controller
+	// checks with it that the BladeConfig is still there and not being
+	// deleted. Nil skips that check.
+	APIReader client.Reader
+	// Cleanup, shared with the finalizer controller, is held per
+	// BladeConfig name from that check to the end of the apply; the
+	// finalizer controller holds it while it removes a deleted
+	// BladeConfig's DaemonSet and lets the BladeConfig go. Nil locks
+	// nothing.
+	Cleanup  keymutex.KeyMutex
 	Recorder events.EventRecorder
 	Defaults agentdaemonset.Defaults
 	// Images are the repositories spec.daemonSet.image may name. A
@@ -154,11 +165,16 @@ func (r *Reconciler) reconcile(ctx context.Context, bc *kbv1.BladeConfig) error 
 			return nil
 		}
 	}
-	if err := r.Client.Apply(ctx, want, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+	applied, err := r.apply(ctx, bc, want)
+	if err != nil {
 		if r.Recorder != nil {
 			r.Recorder.Eventf(bc, nil, corev1.EventTypeWarning, ReasonApplyFailed, "Apply", "Applying DaemonSet %s/%s: %v", r.Defaults.Namespace, agentdaemonset.Name(bc.Name), err)
 		}
 		return fmt.Errorf("applying DaemonSet: %w", err)
+	}
+	if !applied {
+		log.Info("not applying the agent DaemonSet: the BladeConfig is gone or being deleted")
+		return nil
 	}
 	log.Info("applied agent DaemonSet", "daemonset", client.ObjectKey{Namespace: r.Defaults.Namespace, Name: agentdaemonset.Name(bc.Name)})
 	if r.Recorder != nil {
@@ -179,6 +195,43 @@ func (r *Reconciler) reconcile(ctx context.Context, bc *kbv1.BladeConfig) error 
 		}
 	}
 	return nil
+}
+
+// apply applies want, the DaemonSet of bc as read from the cache, unless
+// the API server no longer has that BladeConfig or is deleting it. The
+// cache can be behind: a reconcile that read bc before its deletion would
+// otherwise apply after the finalizer controller removed the DaemonSet and
+// let the BladeConfig go, and that DaemonSet would stay until a garbage
+// collector followed its owner reference (envtest runs none). Holding
+// Cleanup from the check to the end of the apply makes the two exclusive:
+// an apply that passed the check ends before the finalizer deletes the
+// DaemonSet, and a check made after the finalizer finished sees the
+// deletion. The finalizer controller holds back only BladeConfigs that
+// carry its finalizer: one deleted before it was added can still go between
+// the check and the apply, and its DaemonSet then goes only with a garbage
+// collector.
+func (r *Reconciler) apply(ctx context.Context, bc *kbv1.BladeConfig, want *appsv1ac.DaemonSetApplyConfiguration) (applied bool, _ error) {
+	if r.Cleanup != nil {
+		r.Cleanup.LockKey(bc.Name)
+		// keymutex.NewHashed's UnlockKey never fails.
+		defer func() { _ = r.Cleanup.UnlockKey(bc.Name) }()
+	}
+	if r.APIReader != nil {
+		live := &kbv1.BladeConfig{}
+		err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(bc), live)
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("checking the BladeConfig is still there: %w", err)
+		}
+		// Another UID is a BladeConfig created again under the name; its
+		// creation queues a reconcile of its own.
+		if live.UID != bc.UID || !live.DeletionTimestamp.IsZero() {
+			return false, nil
+		}
+	}
+	return true, r.Client.Apply(ctx, want, client.FieldOwner(FieldManager), client.ForceOwnership)
 }
 
 // UpToDate reports whether the fields the operator owns in existing already

@@ -28,6 +28,7 @@ import (
 // The daemonset controller runs alone.
 var suite = optest.NewSuite(func(_ context.Context, mgr ctrl.Manager, o operator.Options) error {
 	r := reconciler(mgr.GetClient(), o)
+	r.APIReader = mgr.GetAPIReader()
 	r.Recorder = mgr.GetEventRecorder(operator.Name)
 	return r.SetupWithManager(mgr)
 })

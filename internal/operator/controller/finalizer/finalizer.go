@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/keymutex"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -50,6 +51,12 @@ type Reconciler struct {
 	// DaemonSet is really gone before it lets the BladeConfig go. Nil
 	// skips that check.
 	APIReader client.Reader
+	// Cleanup, shared with the daemonset controller, is held per
+	// BladeConfig name while a deleted BladeConfig's DaemonSet is removed
+	// and the BladeConfig let go; that controller holds it from its last
+	// check that the BladeConfig is not being deleted to the end of its
+	// apply. Nil locks nothing.
+	Cleanup   keymutex.KeyMutex
 	Recorder  events.EventRecorder
 	Namespace string
 }
@@ -78,6 +85,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if !controllerutil.ContainsFinalizer(bc, Finalizer) {
 		return ctrl.Result{}, nil
+	}
+	if r.Cleanup != nil {
+		r.Cleanup.LockKey(bc.Name)
+		// keymutex.NewHashed's UnlockKey never fails.
+		defer func() { _ = r.Cleanup.UnlockKey(bc.Name) }()
 	}
 	again, err := r.finalize(ctx, bc)
 	if err != nil || !again {
@@ -108,11 +120,14 @@ func (r *Reconciler) finalize(ctx context.Context, bc *kbv1.BladeConfig) (again 
 			return false, fmt.Errorf("node %s: %w", nodes.Items[i].Name, err)
 		}
 	}
-	// The daemonset controller skips BladeConfigs being deleted, but one of
-	// its reconciles that read this one before the deletion can still apply
-	// the DaemonSet after the delete above. A garbage collector would take
-	// such a DaemonSet with its owner; this does not count on one (envtest
-	// has none), so the BladeConfig goes only once its DaemonSet has.
+	// The daemonset controller skips BladeConfigs being deleted, and under
+	// Cleanup it checks with the API server right before it applies, so an
+	// apply of its ends before the delete above or sees the deletion. An
+	// apply from anywhere else (another operator process during a leader
+	// handover, a hand-made DaemonSet) can still land after that delete. A
+	// garbage collector would take such a DaemonSet with its owner; this
+	// does not count on one (envtest has none), so the BladeConfig goes
+	// only once its DaemonSet has.
 	back, err := r.daemonSetBack(ctx, ds)
 	if err != nil {
 		return false, err

@@ -12,23 +12,29 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/keymutex"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kbv1 "github.com/kubeblade/kubeblade/api/v1alpha1"
 	"github.com/kubeblade/kubeblade/internal/operator"
 	"github.com/kubeblade/kubeblade/internal/operator/agentdaemonset"
+	"github.com/kubeblade/kubeblade/internal/operator/controller/daemonset"
 	"github.com/kubeblade/kubeblade/internal/operator/controller/finalizer"
 	"github.com/kubeblade/kubeblade/internal/operator/optest"
 	"github.com/kubeblade/kubeblade/internal/testwait"
 )
 
 // The finalizer controller runs alone: the tests label Nodes and apply the
-// DaemonSet themselves.
+// DaemonSet themselves, or run the daemonset controller's Reconcile.
 var suite = optest.NewSuite(func(_ context.Context, mgr ctrl.Manager, o operator.Options) error {
-	return (&finalizer.Reconciler{Client: hookedClient{mgr.GetClient()}, APIReader: mgr.GetAPIReader(),
+	return (&finalizer.Reconciler{Client: hookedClient{mgr.GetClient()}, APIReader: mgr.GetAPIReader(), Cleanup: cleanup,
 		Recorder: mgr.GetEventRecorder(operator.Name), Namespace: o.Namespace}).SetupWithManager(mgr)
 })
+
+// cleanup is the lock the finalizer controller shares with the daemonset
+// controller, as operator.Setup shares one.
+var cleanup = keymutex.NewHashed(0)
 
 // listHook, when set, runs before each List the reconciler makes: a test's
 // way to land a write between the finalizer's steps.
@@ -124,6 +130,60 @@ func TestDaemonSetBackDuringDeletion(t *testing.T) {
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("the DaemonSet applied during the deletion outlived its BladeConfig (get: %v)", err)
 	}
+}
+
+// TestStaleReadAppliesNothing: a daemonset-controller reconcile that read
+// the BladeConfig from its cache before the deletion reaches its apply only
+// after the finalizer let the BladeConfig go (test/security's
+// TestOperatorAppliesUnderThePolicy once saw the DaemonSet outlive its
+// BladeConfig by a minute, in a cold CI run of 8f44781). The reconcile runs
+// here on a client whose BladeConfig reads return what the API server had
+// before the whole deletion, which lands during that read. envtest runs no
+// garbage collector, so a DaemonSet applied then would stay.
+func TestStaleReadAppliesNothing(t *testing.T) {
+	e := suite.Need(t)
+	const name = "fin-stale"
+	e.CreateAll(t, optest.Config(name, 0, map[string]string{"kbtest": name}))
+	waitFinalizer(t, e, name)
+
+	var deletions int
+	stale := staleReads{Client: e.Client, during: func() {
+		deletions++
+		if deletions == 1 {
+			deleteConfig(t, e, name)
+		}
+	}}
+	d := e.Options.DaemonSet
+	d.Namespace = optest.Namespace
+	r := &daemonset.Reconciler{Client: stale, APIReader: e.Client, Cleanup: cleanup, Defaults: d, Images: e.Options.AgentImages}
+	if _, err := r.Reconcile(optest.Ctx(t), ctrl.Request{NamespacedName: types.NamespacedName{Name: name}}); err != nil {
+		t.Errorf("reconcile: %v", err)
+	}
+	if deletions != 1 {
+		t.Fatalf("the reconcile read the BladeConfig %d times, want 1: the test did not land the deletion in its read", deletions)
+	}
+	ds := &appsv1.DaemonSet{}
+	err := e.Client.Get(optest.Ctx(t), types.NamespacedName{Namespace: optest.Namespace, Name: agentdaemonset.Name(name)}, ds)
+	if err == nil {
+		t.Errorf("the daemonset controller applied DaemonSet %s (controller %v) after its BladeConfig was gone; it outlives it", ds.Name, metav1.GetControllerOf(ds))
+	} else if !apierrors.IsNotFound(err) {
+		t.Errorf("reading the DaemonSet: %v", err)
+	}
+}
+
+// staleReads is a client whose reads of BladeConfigs return what the API
+// server had before during ran, as a cache behind the API server does.
+type staleReads struct {
+	client.Client
+	during func()
+}
+
+func (c staleReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := c.Client.Get(ctx, key, obj, opts...)
+	if _, config := obj.(*kbv1.BladeConfig); config && err == nil {
+		c.during()
+	}
+	return err
 }
 
 // waitFinalizer waits until BladeConfig name carries the cleanup finalizer.
