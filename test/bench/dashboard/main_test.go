@@ -1,18 +1,15 @@
 package main
 
 import (
-	"bytes"
-	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/kubeblade/kubeblade/internal/testbrowser"
 	"github.com/kubeblade/kubeblade/internal/testenv"
 	"github.com/kubeblade/kubeblade/internal/testreq"
+	"github.com/kubeblade/kubeblade/test/bench/internal/smoke"
 )
 
 // TestDashboardSmoke runs the harness once at a small size with a short
@@ -32,44 +29,8 @@ func TestDashboardSmoke(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/bladectl: %v\n%s", err, out)
 	}
-	out := captureStdout(t, func() error {
+	out := smoke.Stdout(t, func() error {
 		return run(options{bladectl: bladectl, blades: 60, period: 5 * time.Second, window: 3 * time.Second, probes: 2, writers: 4})
 	})
-	line := ""
-	for _, l := range strings.Split(out, "\n") {
-		if strings.HasPrefix(l, "dashboard-result ") {
-			line = l
-		}
-	}
-	if line == "" {
-		t.Fatalf("no dashboard-result line in the output:\n%s", out)
-	}
-	for _, k := range []string{"blades=60 ", "fcp_ms=", "usable_ms=", "heap_mib=", "scroll_ms=", "server_cpu_s_per_min=", "sent_mib_per_min=", "led_p50_ms="} {
-		if !strings.Contains(line, k) {
-			t.Errorf("dashboard-result lacks %q: %s", k, line)
-		}
-	}
-}
-
-// captureStdout runs fn with os.Stdout sent to a pipe and returns what it
-// printed; fn's error fails the test.
-func captureStdout(t *testing.T, fn func() error) string {
-	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := os.Stdout
-	os.Stdout = w
-	var buf bytes.Buffer
-	done := make(chan struct{})
-	go func() { _, _ = io.Copy(&buf, r); close(done) }()
-	err = fn()
-	os.Stdout = old
-	w.Close()
-	<-done
-	if err != nil {
-		t.Fatalf("%v; output:\n%s", err, buf.String())
-	}
-	return buf.String()
+	smoke.ResultLine(t, out, "dashboard-result ", "blades=60 ", "fcp_ms=", "usable_ms=", "heap_mib=", "scroll_ms=", "server_cpu_s_per_min=", "sent_mib_per_min=", "led_p50_ms=")
 }

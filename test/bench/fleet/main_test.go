@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +10,7 @@ import (
 
 	"github.com/kubeblade/kubeblade/internal/testenv"
 	"github.com/kubeblade/kubeblade/internal/testreq"
+	"github.com/kubeblade/kubeblade/test/bench/internal/smoke"
 )
 
 // TestFleetSmoke runs the harness once at a small size, started at a rate,
@@ -23,46 +21,10 @@ func TestFleetSmoke(t *testing.T) {
 	if _, err := testenv.AssetsDir(); err != nil {
 		testreq.Unavailable(t, "kube-apiserver and etcd: %v", err)
 	}
-	out := captureStdout(t, func() error {
+	out := smoke.Stdout(t, func() error {
 		return run(6, 0, 0, 3*time.Second, 3*time.Minute, false, 0, 0, 20)
 	})
-	line := ""
-	for _, l := range strings.Split(out, "\n") {
-		if strings.HasPrefix(l, "fleet-result ") {
-			line = l
-		}
-	}
-	if line == "" {
-		t.Fatalf("no fleet-result line in the output:\n%s", out)
-	}
-	for _, k := range []string{"agents=6 ", "rate=20 ", "apiserver_start_cpu_s=", "etcd_db_kib_per_blade=", "writes_per_blade_5min="} {
-		if !strings.Contains(line, k) {
-			t.Errorf("fleet-result lacks %q: %s", k, line)
-		}
-	}
-}
-
-// captureStdout runs fn with os.Stdout sent to a pipe and returns what it
-// printed; fn's error fails the test.
-func captureStdout(t *testing.T, fn func() error) string {
-	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := os.Stdout
-	os.Stdout = w
-	var buf bytes.Buffer
-	done := make(chan struct{})
-	go func() { _, _ = io.Copy(&buf, r); close(done) }()
-	err = fn()
-	os.Stdout = old
-	w.Close()
-	<-done
-	if err != nil {
-		t.Fatalf("%v; output:\n%s", err, buf.String())
-	}
-	return buf.String()
+	smoke.ResultLine(t, out, "fleet-result ", "agents=6 ", "rate=20 ", "apiserver_start_cpu_s=", "etcd_db_kib_per_blade=", "writes_per_blade_5min=")
 }
 
 // Failures are counted by cause, not by connection: two errors that differ
