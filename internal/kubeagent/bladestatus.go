@@ -4,7 +4,6 @@ import (
 	"math"
 	"sort"
 	"time"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -14,6 +13,7 @@ import (
 	"github.com/kubeblade/kubeblade/internal/agent"
 	"github.com/kubeblade/kubeblade/internal/core"
 	"github.com/kubeblade/kubeblade/internal/hardware"
+	"github.com/kubeblade/kubeblade/internal/kubeevents"
 )
 
 // Condition reasons on Blades.
@@ -44,7 +44,7 @@ func bladeStatus(node string, st agent.Status, applied *v1alpha1.AppliedConfig, 
 		AgentVersion:        st.Version,
 		Capabilities:        st.Capabilities.List(),
 		MissingCapabilities: relevantMissing(st),
-		HardwareDetail:      truncate(st.Info.Detail, maxHardwareDetail),
+		HardwareDetail:      kubeevents.Truncate(st.Info.Detail, maxHardwareDetail),
 		Fan: v1alpha1.BladeFanStatus{
 			Percent: int32(st.FanPercent),
 			Mode:    string(st.FanMode),
@@ -206,17 +206,3 @@ func demandMoved(last, next *int32) bool {
 
 // maxHardwareDetail is the Blade CRD's limit on status.hardwareDetail.
 const maxHardwareDetail = 4096
-
-// truncate shortens s to at most n bytes, at a rune boundary, marking the
-// cut with "…".
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = "…"
-	cut := n - len(mark)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
-}

@@ -212,7 +212,7 @@ func (r *Recorder) record(ev core.Event) {
 	if ev.Warning {
 		typ = corev1.EventTypeWarning
 	}
-	key := seriesKey{reason: string(ev.Reason), action: action, typ: typ, note: truncate(ev.Message, maxNoteBytes)}
+	key := seriesKey{reason: string(ev.Reason), action: action, typ: typ, note: Truncate(ev.Message, maxNoteBytes)}
 	var w write
 	if s := r.series[key]; s != nil && now.Sub(s.last) < SeriesWindow && s.event.Regarding.UID == r.node.UID {
 		s.count++
@@ -263,8 +263,11 @@ func (r *Recorder) expire(now time.Time) {
 	}
 }
 
-// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
-func truncate(s string, n int) string {
+// Truncate cuts s to at most n bytes on a rune boundary, marking the cut
+// with "…". The API server's limits on an Event's note and on the Blade's
+// status strings are in bytes, and a cut inside a rune would make invalid
+// UTF-8 that it refuses.
+func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
