@@ -822,6 +822,23 @@ func testRemoval(t *testing.T) {
 	waitReady(t, kustomizationKind, fluxNamespace, "kubeblade-crds")
 }
 
+// upgradeTimedOut tells whether a HelmRelease's Released condition (as
+// condition returns it, "reason: message") says the upgrade failed because
+// its wait for the new pods ran out of time. Helm words that two ways,
+// depending on where the deadline falls: its status waiter names the objects
+// it waited for ("timeout waiting for: [Deployment/…/kubeblade-operator
+// status: 'InProgress']"), and a deadline that falls while client-go's rate
+// limiter holds a request back ends it with "client rate limiter Wait returned
+// an error: rate: Wait(n=1) would exceed context deadline" (seen in a CI run
+// of this suite at 63765ea).
+func upgradeTimedOut(released string) bool {
+	if !strings.HasPrefix(released, "UpgradeFailed: ") {
+		return false
+	}
+	return strings.Contains(released, "timeout waiting for: [Deployment/"+appNamespace+"/kubeblade-operator") ||
+		strings.Contains(released, "would exceed context deadline")
+}
+
 // testBadImage sets an image tag the registry does not have in the
 // HelmRelease's values, and a short timeout beside it, as a user overrides
 // both in their copy of app/helmrelease.yaml. Each upgrade waits that
@@ -861,7 +878,7 @@ func testBadImage(t *testing.T) {
 		st, rm := condition(hr, "Ready")
 		sst, srm := condition(hr, "Stalled")
 		_, rrm := condition(hr, "Released")
-		return tag == badTag && st == "False" && sst == "True" && strings.Contains(rrm, "kubeblade-operator"),
+		return tag == badTag && st == "False" && sst == "True" && upgradeTimedOut(rrm),
 			fmt.Sprintf("values image.tag %q; Ready=%s %s; Stalled=%s %s; Released: %s", tag, st, rm, sst, srm, rrm)
 	})
 	if pullError == "" {
