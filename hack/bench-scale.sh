@@ -57,7 +57,7 @@ mem=$(awk '/^MemTotal:/{printf "%.1f GiB", $2/1048576}' /proc/meminfo)
 write() {
   local all table machine
   all=$(printf '%s%s' "$rows" "${kept:+$kept$'\n'}" | sort -t'|' -k2,2n)
-  table="| agents | all report config gen 1 after the first start | kube-apiserver CPU over the start-up wave (per agent) | agents' failed requests in the wave | kube-apiserver CPU at steady state, % of one core (per agent) | kube-apiserver resident (per agent) | etcd database in use (per blade) | BladeConfig change applied by all | writes per blade per 5 min | measured (UTC, commit, load average before) |
+  table="| agents | all report config gen 1 after the first start | kube-apiserver CPU over the start-up wave (per agent) | agents' failed requests in the wave | kube-apiserver CPU at steady state, % of one core (per agent) | kube-apiserver resident (per agent) | etcd database in use (per blade) | BladeConfig change applied by all (confirmed in every Blade's status) | writes per blade per 5 min | measured (UTC, commit, load average before) |
 |---|---|---|---|---|---|---|---|---|---|
 $all
 "
@@ -90,10 +90,13 @@ for n in $sizes; do
   f() { tr ' ' '\n' <<<"$r" | awk -F= -v k="$1" '$1 == k {print $2}'; }
   when="$began–$(date -u '+%H:%M') UTC, $commit, load $load"
   if [ "$ok" = 1 ] && [ -n "$r" ]; then
-    rows+="| $n | $(f gen1_s) s | $(f apiserver_start_cpu_s) CPU-s = $(awk -v c="$(f apiserver_start_cpu_s)" -v n="$n" 'BEGIN{printf "%.1f", 1000*c/n}') CPU-ms | $(f start_failures) | $(f apiserver_steady_pct) % = $(awk -v p="$(f apiserver_steady_pct)" -v n="$n" 'BEGIN{printf "%.4f", p/n}') % | $(f apiserver_rss_mib) MiB (peak $(f apiserver_peak_mib)) = $(f apiserver_kib_per_agent) KiB | $(f etcd_db_inuse_mib) MiB = $(f etcd_db_kib_per_blade) KiB | $(f config_s) s | $(f writes_per_blade_5min) | $when |"$'\n'
+    rows+="| $n | $(f gen1_s) s | $(f apiserver_start_cpu_s) CPU-s = $(awk -v c="$(f apiserver_start_cpu_s)" -v n="$n" 'BEGIN{printf "%.1f", 1000*c/n}') CPU-ms | $(f start_failures) | $(f apiserver_steady_pct) % = $(awk -v p="$(f apiserver_steady_pct)" -v n="$n" 'BEGIN{printf "%.4f", p/n}') % | $(f apiserver_rss_mib) MiB (peak $(f apiserver_peak_mib)) = $(f apiserver_kib_per_agent) KiB | $(f etcd_db_inuse_mib) MiB = $(f etcd_db_kib_per_blade) KiB | $(f reached_s) s ($(f config_s) s) | $(f writes_per_blade_5min) | $when |"$'\n'
   elif [ -n "$r" ] && [ "$(f partial)" = config ]; then
     # The wave measured; the BladeConfig change did not reach every agent in time.
-    rows+="| $n | $(f gen1_s) s | $(f apiserver_start_cpu_s) CPU-s = $(awk -v c="$(f apiserver_start_cpu_s)" -v n="$n" 'BEGIN{printf "%.1f", 1000*c/n}') CPU-ms | $(f start_failures) | not reached | $(f apiserver_rss_mib) MiB (peak $(f apiserver_peak_mib)) = $(f apiserver_kib_per_agent) KiB, after the wave | $(f etcd_db_inuse_mib) MiB = $(f etcd_db_kib_per_blade) KiB, after the wave | not by all: $(f config_reached) of $n after $(f config_timeout_s) s | not reached | $when |"$'\n'
+    rows+="| $n | $(f gen1_s) s | $(f apiserver_start_cpu_s) CPU-s = $(awk -v c="$(f apiserver_start_cpu_s)" -v n="$n" 'BEGIN{printf "%.1f", 1000*c/n}') CPU-ms | $(f start_failures) | not reached | $(f apiserver_rss_mib) MiB (peak $(f apiserver_peak_mib)) = $(f apiserver_kib_per_agent) KiB, after the wave | $(f etcd_db_inuse_mib) MiB = $(f etcd_db_kib_per_blade) KiB, after the wave | $(f reached_s) s (confirmed by $(f config_reached) of $n after $(f config_timeout_s) s) | not reached | $when |"$'\n'
+  elif [ -n "$r" ] && [ "$(f partial)" = reach ]; then
+    # The wave measured; the change did not reach every agent in time.
+    rows+="| $n | $(f gen1_s) s | $(f apiserver_start_cpu_s) CPU-s = $(awk -v c="$(f apiserver_start_cpu_s)" -v n="$n" 'BEGIN{printf "%.1f", 1000*c/n}') CPU-ms | $(f start_failures) | not reached | | | not by all: $(f reached) of $n after $(f config_timeout_s) s | not reached | $when |"$'\n'
   else
     why=$(grep -v '^ *$' "$logs/$n" | tail -n 1 | tr '|' '/' | cut -c1-400)
     rows+="| $n | did not finish in ${secs} s: $why | | | | | | | | $when |"$'\n'

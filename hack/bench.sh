@@ -87,7 +87,7 @@ table=$(cat <<EOF
 | button → stored Event p50 / p99 | $(metric BenchmarkButtonToStoredEvent p50-ms) / $(metric BenchmarkButtonToStoredEvent p99-ms) ms | p99 ≤ 50 ms |
 | API writes per agent, constant temperature | $(metric BenchmarkWritesPerHour writes/hour) per hour | ≤ 15 per hour |
 | fleet: all Blade objects created (API server acknowledged) | $(fleet agents) agents: $(fleet created_s) s after the first agent started (seen by a watch: $(fleet blades_s) s; all report config gen 1: $(fleet gen1_s) s) | ≤ 5 s at 1 000 agents |
-| fleet: BladeConfig change applied by all | $(fleet config_s) s | ≤ 10 s at 1 000 agents |
+| fleet: BladeConfig change applied by all | $(fleet reached_s) s (confirmed in every Blade's status: $(fleet config_s) s) | ≤ 10 s at 1 000 agents |
 | fleet: API writes at steady state | $(fleet writes_per_min)/min = $(fleet writes_per_blade_5min) per blade per 5 min (${fwin} s window) | ≤ 1 per blade per 5 min |
 | fleet: memory per agent | $(fleet heap_kib) KiB heap in use, $(fleet sys_kib) KiB runtime Sys | |
 | fleet: API server / etcd memory at the end | $(fleet apiserver_rss_mib) / $(fleet etcd_rss_mib) MiB resident (peak $(fleet apiserver_peak_mib) / $(fleet etcd_peak_mib) MiB) | |

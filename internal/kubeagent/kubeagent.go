@@ -65,10 +65,18 @@ type Options struct {
 	MinInterval time.Duration
 	// ConfigGrace is how long the first Blade status waits for the
 	// assigned BladeConfig to be read (default DefaultConfigGrace).
-	ConfigGrace   time.Duration
+	ConfigGrace time.Duration
+	// ConfirmRate is how many blades per second confirm one change to a
+	// BladeConfig's spec between them (default DefaultConfirmRate): each
+	// agent writes its confirmation after a random delay in
+	// [0, matchedNodes / ConfirmRate), at most MaxConfirmSpread (confirm.go).
+	ConfirmRate   float64
 	EventCapacity int
 	Clock         clock.WithTicker
 	Logger        *slog.Logger
+	// jitter picks a confirmation's delay as a fraction of the spread
+	// (uniform in [0, 1) unless a test fixes it).
+	jitter func() float64
 }
 
 // Stats are counters for metrics and benchmarks.
@@ -83,6 +91,16 @@ type Stats struct {
 	// BladeCreated is when the API server acknowledged the Blade's
 	// creation in this run (zero until then).
 	BladeCreated time.Time
+	// Config is the BladeConfig generation last applied to the hardware
+	// (nil on the local config), and ConfigAppliedAt when.
+	Config          *v1alpha1.AppliedConfig
+	ConfigAppliedAt time.Time
+}
+
+// appliedAt is a config and when it was applied.
+type appliedAt struct {
+	config *v1alpha1.AppliedConfig
+	at     time.Time
 }
 
 // Reporter is the running Kubernetes side of one agent.
@@ -107,6 +125,8 @@ type Reporter struct {
 	bladeCreated atomic.Pointer[time.Time]
 	// configApplied is set once the first config has been applied.
 	configApplied atomic.Bool
+	// lastApplied is what Stats reports of the applied config.
+	lastApplied atomic.Pointer[appliedAt]
 
 	// Loop state, touched only by Run's goroutine.
 	node       *corev1.Node
@@ -127,6 +147,11 @@ type Reporter struct {
 	started     time.Time // when Run started: Options.ConfigGrace counts from it
 	retryAt     time.Time
 	backoff     time.Duration
+	// confirmAt is when the confirmation of a BladeConfig change is due
+	// (confirm.go); appliedEvents are its ConfigApplied events, held
+	// until then.
+	confirmAt     time.Time
+	appliedEvents []core.Event
 
 	peerName  string
 	peerWatch *objectWatch
@@ -157,6 +182,12 @@ func New(o Options) (*Reporter, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.ConfirmRate <= 0 {
+		o.ConfirmRate = DefaultConfirmRate
+	}
+	if o.jitter == nil {
+		o.jitter = uniform
 	}
 	r := &Reporter{o: o, log: o.Logger.With("node", o.NodeName), clk: o.Clock,
 		seen: map[string]string{}, reported: map[string]string{}, taint: o.Local.Config.TaintOnCritical}
@@ -196,8 +227,16 @@ func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 
 // Stats returns the counters.
 func (r *Reporter) Stats() Stats {
-	return Stats{Events: r.events.Stats(), Writes: r.writes.Load(), Requests: r.requests.Load(), Connected: !r.failing.Load(),
+	s := Stats{Events: r.events.Stats(), Writes: r.writes.Load(), Requests: r.requests.Load(), Connected: !r.failing.Load(),
 		BladeCreated: r.BladeCreated()}
+	if a := r.lastApplied.Load(); a != nil {
+		s.ConfigAppliedAt = a.at
+		if a.config != nil {
+			c := *a.config
+			s.Config = &c
+		}
+	}
+	return s
 }
 
 // BladeCreated is Stats().BladeCreated, without the other counters.
@@ -321,6 +360,7 @@ func (r *Reporter) onConfig(ctx context.Context) {
 		r.log.Error("BladeConfig refused; keeping the running config", "bladeConfig", bc.Name, "generation", bc.Generation, "err", err)
 		return
 	}
+	r.holdConfirmation(bc, r.clk.Now())
 	r.apply(ctx, cfg, &v1alpha1.AppliedConfig{Name: bc.Name, Generation: bc.Generation})
 }
 
@@ -336,6 +376,7 @@ func (r *Reporter) apply(ctx context.Context, cfg config.Checked, applied *v1alp
 	r.applied = applied
 	r.taint = cfg.Config.TaintOnCritical
 	r.configApplied.Store(true)
+	r.lastApplied.Store(&appliedAt{config: applied, at: r.clk.Now()})
 }
 
 // ConfigApplied reports whether a config has been applied since Run
@@ -443,6 +484,9 @@ func (r *Reporter) recordEvents(ctx context.Context) {
 			if !ok {
 				return
 			}
+			if isConfigApplied(ev) {
+				continue // the loop reports it with its confirmation
+			}
 			r.events.Record(ev)
 		}
 	}
@@ -451,6 +495,13 @@ func (r *Reporter) recordEvents(ctx context.Context) {
 // onEvent acts on the agent's events in the loop; recordEvents reports them.
 func (r *Reporter) onEvent(ctx context.Context, ev core.Event) {
 	switch ev.Reason {
+	case core.ReasonConfigApplied:
+		// Recorded by sync when its confirmation is due. Configs applied
+		// faster than they are confirmed keep their latest few.
+		if len(r.appliedEvents) == maxHeldEvents {
+			r.appliedEvents = append(r.appliedEvents[:0], r.appliedEvents[1:]...)
+		}
+		r.appliedEvents = append(r.appliedEvents, ev)
 	case core.ReasonIdentifyStopped:
 		// The button confirmed identify: the request is fulfilled, so the
 		// annotation goes; otherwise a restart would start it again.
@@ -482,9 +533,20 @@ func (r *Reporter) scheduleRetry() {
 	r.retryAt = r.clk.Now().Add(r.backoff)
 }
 
-// sync brings the Node and the Blade in line with the agent's state and
-// returns when it next needs to run.
+// sync brings the Node and the Blade in line with the agent's state,
+// reports the ConfigApplied events whose confirmation is due, and returns
+// when it next needs to run.
 func (r *Reporter) sync(ctx context.Context, now time.Time) time.Time {
+	due := r.syncObjects(ctx, now)
+	r.recordConfigApplied(now)
+	if len(r.appliedEvents) > 0 && r.confirming(now) && r.confirmAt.Before(due) {
+		due = r.confirmAt
+	}
+	return due
+}
+
+// syncObjects is sync's Node and Blade part.
+func (r *Reporter) syncObjects(ctx context.Context, now time.Time) time.Time {
 	far := now.Add(time.Hour)
 	if r.node == nil {
 		return far
@@ -598,7 +660,10 @@ func (r *Reporter) syncBlade(ctx context.Context, st agent.Status, now time.Time
 	next := bladeStatus(r.o.NodeName, st, r.applied, prev, now)
 	next.HeartbeatPeriodSeconds = int32(max(r.o.Heartbeat/time.Second, 1))
 	change := classify(r.lastBlade, next)
-	write := change == stateChange ||
+	// A BladeConfig change's own effects wait for its confirmation
+	// (confirm.go); the heartbeat and any other change do not.
+	held := change == stateChange && r.confirming(now) && onlyConfirmation(r.lastBlade, next)
+	write := (change == stateChange && !held) ||
 		(change == driftOnly && !now.Before(r.lastWrite.Add(r.o.MinInterval))) ||
 		!now.Before(r.lastWrite.Add(r.o.Heartbeat))
 	if write {
@@ -614,6 +679,9 @@ func (r *Reporter) syncBlade(ctx context.Context, st agent.Status, now time.Time
 	due := r.lastWrite.Add(r.o.Heartbeat)
 	if drift := r.lastWrite.Add(r.o.MinInterval); change == driftOnly && drift.Before(due) {
 		due = drift
+	}
+	if held && r.confirmAt.Before(due) {
+		due = r.confirmAt
 	}
 	return due, nil
 }
@@ -656,6 +724,11 @@ func (r *Reporter) writeBlade(ctx context.Context, bs v1alpha1.BladeStatus, now 
 	}
 	r.lastBlade = &bs
 	r.lastWrite = now
+	if bs.Config != nil && r.applied != nil && *bs.Config == *r.applied {
+		// The status confirms the applied config (early, if another
+		// change was written first): its Event need wait no longer.
+		r.confirmAt = time.Time{}
+	}
 	return nil
 }
 

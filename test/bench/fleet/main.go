@@ -145,6 +145,13 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 	if err := admin.Create(ctx, bc); err != nil {
 		return err
 	}
+	// How many Nodes follow the config, as the operator writes it: each
+	// agent spreads its confirmation of a change over matchedNodes /
+	// kubeagent.DefaultConfirmRate seconds (internal/kubeagent/confirm.go).
+	bc.Status.MatchedNodes = int32(n)
+	if err := admin.Status().Update(ctx, bc); err != nil {
+		return err
+	}
 	names := make([]string, n)
 	nodes := make([]*corev1.Node, n)
 	for i := range names {
@@ -310,17 +317,34 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 	if bc.Generation != 2 {
 		return fmt.Errorf("BladeConfig generation is %d after the update, want 2", bc.Generation)
 	}
+	// Two clocks again: when every agent had applied the change to its
+	// hardware (its own record), and when every Blade's status confirmed
+	// it, which each agent spreads over matchedNodes / ConfirmRate.
+	var tReached time.Duration
+	if _, err := waitFor(ctx, timeout, func() bool {
+		c, last := appliedGeneration(fleet, 2)
+		tReached = last.Sub(start)
+		return c == n
+	}); err != nil {
+		c, _ := appliedGeneration(fleet, 2)
+		fmt.Printf("fleet-result agents=%d rate=%g partial=reach reached=%d config_timeout_s=%.0f gen1_s=%.2f apiserver_start_cpu_s=%.1f start_failures=%d tls_handshake_timeout_s=%.0f\n",
+			n, rate, c, timeout.Seconds(), tGen1.Seconds(), startCPU, startFailures, handshakeTimeout.Seconds())
+		return fmt.Errorf("only %d of %d agents applied generation 2 after %s (%d with their last request failed; failures: %s)", c, n, timeout, disconnected(fleet), fails)
+	}
+	fmt.Printf("BladeConfig change reached and applied by all %d agents %s after the update (confirmations spread over %s)\n",
+		n, tReached.Round(time.Millisecond), kubeagent.ConfirmSpread(int32(n), kubeagent.DefaultConfirmRate))
 	tConfig, err := waitFor(ctx, timeout, func() bool { _, c := blades.count(2); return c >= n })
+	tConfig = time.Since(start)
 	if err != nil {
 		_, c := blades.count(2)
 		// What the start-up wave measured stands on its own: print it
 		// (the control plane as read after the wave) before giving up.
-		fmt.Printf("fleet-result agents=%d rate=%g partial=config config_reached=%d config_timeout_s=%.0f gen1_s=%.2f apiserver_start_cpu_s=%.1f start_failures=%d apiserver_rss_mib=%.0f apiserver_peak_mib=%.0f apiserver_kib_per_agent=%.1f etcd_db_inuse_mib=%.1f etcd_db_kib_per_blade=%.2f tls_handshake_timeout_s=%.0f\n",
-			n, rate, c, timeout.Seconds(), tGen1.Seconds(), startCPU, startFailures, benchenv.MiB(cp1.api.RSS), benchenv.MiB(cp1.api.Peak),
+		fmt.Printf("fleet-result agents=%d rate=%g partial=config reached_s=%.2f config_reached=%d config_timeout_s=%.0f gen1_s=%.2f apiserver_start_cpu_s=%.1f start_failures=%d apiserver_rss_mib=%.0f apiserver_peak_mib=%.0f apiserver_kib_per_agent=%.1f etcd_db_inuse_mib=%.1f etcd_db_kib_per_blade=%.2f tls_handshake_timeout_s=%.0f\n",
+			n, rate, tReached.Seconds(), c, timeout.Seconds(), tGen1.Seconds(), startCPU, startFailures, benchenv.MiB(cp1.api.RSS), benchenv.MiB(cp1.api.Peak),
 			float64(cp1.api.RSS-cp0.api.RSS)/float64(n), float64(cp1.dbInUse)/(1<<20), float64(cp1.dbInUse-cp0.dbInUse)/float64(n)/1024, handshakeTimeout.Seconds())
 		return fmt.Errorf("only %d of %d Blades report generation 2 after %s (%d with their last request failed; failures: %s)", c, n, timeout, disconnected(fleet), fails)
 	}
-	fmt.Printf("BladeConfig change applied by all %d blades (Blade.status.config generation 2) %s after the update\n",
+	fmt.Printf("BladeConfig change confirmed by all %d blades (Blade.status.config generation 2) %s after the update\n",
 		n, tConfig.Round(time.Millisecond))
 
 	var perMin, perBlade, cpuPct, apiPct float64
@@ -382,8 +406,8 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 		benchenv.MiB(api.RSS), benchenv.MiB(api.Peak), benchenv.MiB(cp0.api.RSS), apiPerAgent, benchenv.MiB(etcd.RSS), benchenv.MiB(etcd.Peak))
 	fmt.Printf("etcd database: %.1f MiB in use (%.1f MiB file), %.1f MiB in use before the agents: %.2f KiB per blade\n",
 		float64(cp2.dbInUse)/(1<<20), float64(cp2.dbTotal)/(1<<20), float64(cp0.dbInUse)/(1<<20), dbPerBlade/1024)
-	fmt.Printf("fleet-result fan_peers=%t agents=%d rate=%g created_s=%.2f blades_s=%.2f gen1_s=%.2f config_s=%.2f writes_per_min=%.1f writes_per_blade_5min=%.3f window_s=%.0f heap_kib=%.1f sys_kib=%.1f cpu_pct=%.1f killed=%d stale_after_kill_s=%.1f stale_after_heartbeat_s=%.1f apiserver_rss_mib=%.0f apiserver_peak_mib=%.0f etcd_rss_mib=%.0f etcd_peak_mib=%.0f apiserver_start_cpu_s=%.1f apiserver_steady_pct=%.2f apiserver_kib_per_agent=%.1f etcd_db_inuse_mib=%.1f etcd_db_kib_per_blade=%.2f start_failures=%d tls_handshake_timeout_s=%.0f\n",
-		fanPeers, n, rate, tCreated.Seconds(), tBlades.Seconds(), tGen1.Seconds(), tConfig.Seconds(), perMin, perBlade,
+	fmt.Printf("fleet-result fan_peers=%t agents=%d rate=%g created_s=%.2f blades_s=%.2f gen1_s=%.2f reached_s=%.2f config_s=%.2f writes_per_min=%.1f writes_per_blade_5min=%.3f window_s=%.0f heap_kib=%.1f sys_kib=%.1f cpu_pct=%.1f killed=%d stale_after_kill_s=%.1f stale_after_heartbeat_s=%.1f apiserver_rss_mib=%.0f apiserver_peak_mib=%.0f etcd_rss_mib=%.0f etcd_peak_mib=%.0f apiserver_start_cpu_s=%.1f apiserver_steady_pct=%.2f apiserver_kib_per_agent=%.1f etcd_db_inuse_mib=%.1f etcd_db_kib_per_blade=%.2f start_failures=%d tls_handshake_timeout_s=%.0f\n",
+		fanPeers, n, rate, tCreated.Seconds(), tBlades.Seconds(), tGen1.Seconds(), tReached.Seconds(), tConfig.Seconds(), perMin, perBlade,
 		elapsed.Seconds(), heapPer, sysPer, cpuPct, kill, staleS, staleHbS, benchenv.MiB(api.RSS), benchenv.MiB(api.Peak), benchenv.MiB(etcd.RSS), benchenv.MiB(etcd.Peak),
 		startCPU, apiPct, apiPerAgent, float64(cp2.dbInUse)/(1<<20), dbPerBlade/1024, startFailures, handshakeTimeout.Seconds())
 	return nil
@@ -520,6 +544,23 @@ func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) (time
 		return 0, fmt.Errorf("timed out after %s", timeout)
 	}
 	return time.Since(start), nil
+}
+
+// appliedGeneration returns how many of the fleet's agents have applied
+// generation gen of the BladeConfig to their hardware, and when the latest
+// of them did.
+func appliedGeneration(fleet []blade, gen int64) (n int, last time.Time) {
+	for _, b := range fleet {
+		s := b.rep.Stats()
+		if s.Config == nil || s.Config.Generation != gen {
+			continue
+		}
+		n++
+		if s.ConfigAppliedAt.After(last) {
+			last = s.ConfigAppliedAt
+		}
+	}
+	return n, last
 }
 
 // lastCreated returns how many of the fleet's Blades are created and when

@@ -24,7 +24,7 @@ func TestFleetSmoke(t *testing.T) {
 	out := smoke.Stdout(t, func() error {
 		return run(6, 0, 0, 3*time.Second, 3*time.Minute, false, 0, 0, 20)
 	})
-	smoke.ResultLine(t, out, "fleet-result ", "agents=6 ", "rate=20 ", "apiserver_start_cpu_s=", "etcd_db_kib_per_blade=", "writes_per_blade_5min=")
+	smoke.ResultLine(t, out, "fleet-result ", "agents=6 ", "rate=20 ", "reached_s=", "apiserver_start_cpu_s=", "etcd_db_kib_per_blade=", "writes_per_blade_5min=")
 }
 
 // Failures are counted by cause, not by connection: two errors that differ
