@@ -3,7 +3,6 @@ package kubeagent
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -93,16 +92,12 @@ func (c *confirmRequests) RoundTrip(req *http.Request) (*http.Response, error) {
 		kind = "event"
 	}
 	if kind != "" {
-		body, err := req.GetBody()
-		if err != nil {
-			return nil, err
-		}
-		data, err := io.ReadAll(body)
+		data, err := requestBody(req)
 		if err != nil {
 			return nil, err
 		}
 		c.mu.Lock()
-		c.writes = append(c.writes, confirmWrite{at: time.Now(), kind: kind, body: string(data)})
+		c.writes = append(c.writes, confirmWrite{at: time.Now(), kind: kind, body: data})
 		c.mu.Unlock()
 	}
 	return c.rt.RoundTrip(req)

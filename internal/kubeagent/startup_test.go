@@ -40,19 +40,25 @@ func (b *bladeRequests) RoundTrip(req *http.Request) (*http.Response, error) {
 			Body: io.NopCloser(strings.NewReader("refused by the test")), Request: req}, nil
 	}
 	if req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/status") && strings.Contains(req.URL.Path, "/blades/") {
-		body, err := req.GetBody()
-		if err != nil {
-			return nil, err
-		}
-		data, err := io.ReadAll(body)
+		data, err := requestBody(req)
 		if err != nil {
 			return nil, err
 		}
 		b.mu.Lock()
-		b.status = append(b.status, string(data))
+		b.status = append(b.status, data)
 		b.mu.Unlock()
 	}
 	return b.rt.RoundTrip(req)
+}
+
+// requestBody reads a request's body without consuming it.
+func requestBody(req *http.Request) (string, error) {
+	body, err := req.GetBody()
+	if err != nil {
+		return "", err
+	}
+	data, err := io.ReadAll(body)
+	return string(data), err
 }
 
 func (b *bladeRequests) statusWrites() []string {
