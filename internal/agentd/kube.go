@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -120,7 +121,10 @@ func newKubeReporter(o Options, a *agent.Agent, cfg config.Checked, initial *kub
 		return nil, nil, err
 	}
 	// client-go logs through klog; send it to the process's structured log.
-	klog.SetSlogLogger(o.Logger)
+	// klog's logger is the process's: set once, before any client reads it
+	// (a second daemon in one process, as in the tests, set it again while
+	// the first one's clients read it: a data race).
+	klogOnce.Do(func() { klog.SetSlogLogger(o.Logger) })
 	rep, err := kubeagent.New(kubeagent.Options{
 		Config: rc, NodeName: k.NodeName, Agent: a, Local: cfg, Environ: o.Environ, Initial: initial,
 		Heartbeat: k.Heartbeat, MinInterval: k.MinInterval, Clock: o.Clock, Logger: o.Logger,
@@ -182,3 +186,6 @@ func startClusterTLS(o Options, d *Daemon, srv *grpcapi.Server, goServe func(str
 	})
 	return nil
 }
+
+// klogOnce sets klog's process-wide logger once.
+var klogOnce sync.Once
