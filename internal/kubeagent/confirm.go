@@ -1,11 +1,9 @@
 package kubeagent
 
 import (
-	"math/rand/v2"
 	"time"
 
 	"github.com/kubeblade/kubeblade/api/v1alpha1"
-	"github.com/kubeblade/kubeblade/internal/core"
 )
 
 // A change to a BladeConfig's spec reaches every agent that follows it at
@@ -89,12 +87,6 @@ func (r *Reporter) recordConfigApplied(now time.Time) {
 	}
 	r.appliedEvents = r.appliedEvents[:0]
 }
-
-// uniform is the jitter of a real agent: a fraction in [0, 1).
-func uniform() float64 { return rand.Float64() }
-
-// isConfigApplied reports whether ev is the agent's ConfigApplied event.
-func isConfigApplied(ev core.Event) bool { return ev.Reason == core.ReasonConfigApplied }
 
 // maxHeldEvents bounds the ConfigApplied events held for confirmation.
 const maxHeldEvents = 4

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -123,9 +124,8 @@ type Reporter struct {
 	failing  atomic.Bool
 	// bladeCreated is when this run's Blade creation was acknowledged.
 	bladeCreated atomic.Pointer[time.Time]
-	// configApplied is set once the first config has been applied.
-	configApplied atomic.Bool
-	// lastApplied is what Stats reports of the applied config.
+	// lastApplied is the config last applied and when (nil until the
+	// first): Stats and ConfigApplied report it.
 	lastApplied atomic.Pointer[appliedAt]
 
 	// Loop state, touched only by Run's goroutine.
@@ -187,7 +187,7 @@ func New(o Options) (*Reporter, error) {
 		o.ConfirmRate = DefaultConfirmRate
 	}
 	if o.jitter == nil {
-		o.jitter = uniform
+		o.jitter = rand.Float64
 	}
 	r := &Reporter{o: o, log: o.Logger.With("node", o.NodeName), clk: o.Clock,
 		seen: map[string]string{}, reported: map[string]string{}, taint: o.Local.Config.TaintOnCritical}
@@ -375,14 +375,13 @@ func (r *Reporter) apply(ctx context.Context, cfg config.Checked, applied *v1alp
 	}
 	r.applied = applied
 	r.taint = cfg.Config.TaintOnCritical
-	r.configApplied.Store(true)
 	r.lastApplied.Store(&appliedAt{config: applied, at: r.clk.Now()})
 }
 
 // ConfigApplied reports whether a config has been applied since Run
 // started: the assigned BladeConfig, or the local config when the Node is
 // assigned none. The agent is ready only then.
-func (r *Reporter) ConfigApplied() bool { return r.configApplied.Load() }
+func (r *Reporter) ConfigApplied() bool { return r.lastApplied.Load() != nil }
 
 var annotationKeys = []string{v1alpha1.AnnotationIdentify, v1alpha1.AnnotationStealth, v1alpha1.AnnotationFanSpeed,
 	v1alpha1.AnnotationFanPeer, v1alpha1.AnnotationMaintenance}
@@ -484,7 +483,7 @@ func (r *Reporter) recordEvents(ctx context.Context) {
 			if !ok {
 				return
 			}
-			if isConfigApplied(ev) {
+			if ev.Reason == core.ReasonConfigApplied {
 				continue // the loop reports it with its confirmation
 			}
 			r.events.Record(ev)

@@ -333,8 +333,8 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 	}
 	fmt.Printf("BladeConfig change reached and applied by all %d agents %s after the update (confirmations spread over %s)\n",
 		n, tReached.Round(time.Millisecond), kubeagent.ConfirmSpread(int32(n), kubeagent.DefaultConfirmRate))
-	tConfig, err := waitFor(ctx, timeout, func() bool { _, c := blades.count(2); return c >= n })
-	tConfig = time.Since(start)
+	_, err = waitFor(ctx, timeout, func() bool { _, c := blades.count(2); return c >= n })
+	tConfig := time.Since(start)
 	if err != nil {
 		_, c := blades.count(2)
 		// What the start-up wave measured stands on its own: print it
