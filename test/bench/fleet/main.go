@@ -5,7 +5,7 @@
 // object exists, the time for a BladeConfig change to reach every blade,
 // API writes per minute at steady state and memory per agent.
 //
-//	go run ./test/bench/fleet [-agents 1000] [-rate 0] [-settle 15s] [-quiet 90s] [-window 5m] [-fan-peers]
+//	go run ./test/bench/fleet [-agents 1000] [-rate 0] [-settle 15s] [-quiet 90s] [-window 5m] [-fan-peers] [-profile DIR]
 //
 // Each agent has its own client, rate limiter, HTTP transport and so its own
 // TCP and TLS connection to the API server, as agents on separate blades
@@ -38,6 +38,12 @@
 // A config change moves the temperature, which is written once more
 // MinInterval (1 min) later; -quiet waits past that, and the default
 // window of one heartbeat period counts each blade's heartbeat once.
+//
+// A BladeConfig change is followed once a second on both sides of the wire
+// (reach.go): the watch events kube-apiserver has sent and the agents that
+// have applied the change, then the times by which half, 90 % and 99 % of
+// them had. -profile DIR also writes CPU profiles of this process (until
+// every agent applied it) and of kube-apiserver (60 s from the update).
 //
 // It prints human-readable progress and, last, one "fleet-result" line of
 // key=value pairs that hack/bench.sh turns into the benchmark table.
@@ -92,13 +98,16 @@ func main() {
 	rate := flag.Float64("rate", 0, "start the agents at this many per second (0: all at once)")
 	flag.DurationVar(&handshakeTimeout, "tls-handshake-timeout", handshakeTimeout, "each agent's TLS handshake timeout (client-go's is 10s)")
 	pingTimeout := flag.Duration("http2-ping-timeout", 0, "each agent's HTTP/2 health-check ping timeout (0: client-go's, 15s, or $HTTP2_PING_TIMEOUT_SECONDS)")
+	profileDir := flag.String("profile", "", "write CPU profiles of the harness and of kube-apiserver over the BladeConfig change into this directory")
 	flag.Parse()
 	if *pingTimeout > 0 {
 		// client-go reads it when it builds each transport
 		// (k8s.io/apimachinery/pkg/util/net/http.go, v0.37.2).
 		os.Setenv("HTTP2_PING_TIMEOUT_SECONDS", strconv.Itoa(int(pingTimeout.Seconds())))
 	}
-	if err := run(*agents, *settle, *quiet, *window, *timeout, *fanPeers, *heartbeat, *kill, *rate); err != nil {
+	p := params{n: *agents, settle: *settle, quiet: *quiet, window: *window, timeout: *timeout,
+		fanPeers: *fanPeers, heartbeat: *heartbeat, kill: *kill, rate: *rate, profileDir: *profileDir}
+	if err := run(p); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
 	}
@@ -119,7 +128,19 @@ type blade struct {
 	rep *kubeagent.Reporter
 }
 
-func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, heartbeat time.Duration, kill int, rate float64) error {
+// params are the harness's flags (main says what each is).
+type params struct {
+	n                                         int
+	settle, quiet, window, timeout, heartbeat time.Duration
+	fanPeers                                  bool
+	kill                                      int
+	rate                                      float64
+	profileDir                                string
+}
+
+func run(p params) error {
+	n, settle, quiet, window, timeout := p.n, p.settle, p.quiet, p.window, p.timeout
+	fanPeers, heartbeat, kill, rate := p.fanPeers, p.heartbeat, p.kill, p.rate
 	klog.SetLogger(logr.Discard())
 	// The API server's in-flight limits are raised with the fleet: every
 	// agent starts with a burst of reads and writes, and past the limits
@@ -310,6 +331,20 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 	}
 	bc.Spec.Agent.LEDs.IdleColor = "#0000ff"
 	bc.Spec.Agent.FanCurve = []agentconfigv1.FanCurveStep{{TemperatureCelsius: 35, Percent: 30}, {TemperatureCelsius: 60, Percent: 100}}
+	trace, err := newReachTrace(adminCfg)
+	if err != nil {
+		return err
+	}
+	if trace.before, err = trace.read(ctx); err != nil {
+		return fmt.Errorf("reading kube-apiserver's metrics: %w", err)
+	}
+	stopProfile, waitProfile := func() {}, func() {}
+	if p.profileDir != "" {
+		if stopProfile, waitProfile, err = profileChange(ctx, trace.api, p.profileDir, 60*time.Second); err != nil {
+			return err
+		}
+	}
+	defer waitProfile()
 	start = time.Now()
 	if err := admin.Update(ctx, bc); err != nil {
 		return err
@@ -319,13 +354,22 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 	}
 	// Two clocks again: when every agent had applied the change to its
 	// hardware (its own record), and when every Blade's status confirmed
-	// it, which each agent spreads over matchedNodes / ConfirmRate.
+	// it, which each agent spreads over matchedNodes / ConfirmRate. The
+	// trace says, once a second, how far the API server's sending and
+	// the agents' applying had got.
 	var tReached time.Duration
-	if _, err := waitFor(ctx, timeout, func() bool {
+	sampled := time.Now()
+	_, err = waitFor(ctx, timeout, func() bool {
 		c, last := appliedGeneration(fleet, 2)
 		tReached = last.Sub(start)
+		if c < n && time.Since(sampled) >= time.Second {
+			sampled = time.Now()
+			trace.sample(ctx, time.Since(start), c)
+		}
 		return c == n
-	}); err != nil {
+	})
+	stopProfile()
+	if err != nil {
 		c, _ := appliedGeneration(fleet, 2)
 		fmt.Printf("fleet-result agents=%d rate=%g partial=reach reached=%d config_timeout_s=%.0f gen1_s=%.2f apiserver_start_cpu_s=%.1f start_failures=%d tls_handshake_timeout_s=%.0f\n",
 			n, rate, c, timeout.Seconds(), tGen1.Seconds(), startCPU, startFailures, handshakeTimeout.Seconds())
@@ -333,6 +377,11 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 	}
 	fmt.Printf("BladeConfig change reached and applied by all %d agents %s after the update (confirmations spread over %s)\n",
 		n, tReached.Round(time.Millisecond), kubeagent.ConfirmSpread(int32(n), kubeagent.DefaultConfirmRate))
+	trace.sample(ctx, time.Since(start), n)
+	q := quantiles(appliedTimes(fleet), start, 0.5, 0.9, 0.99)
+	tSent := trace.sentAll(n)
+	fmt.Printf("applied by half the agents %s after the update, by 90 %% %s, by 99 %% %s; kube-apiserver had sent all %d watch events by %s (first sample that saw them all)\n",
+		q[0].Round(time.Millisecond), q[1].Round(time.Millisecond), q[2].Round(time.Millisecond), n, tSent.Round(time.Second))
 	_, err = waitFor(ctx, timeout, func() bool { _, c := blades.count(2); return c >= n })
 	tConfig := time.Since(start)
 	if err != nil {
@@ -406,8 +455,8 @@ func run(n int, settle, quiet, window, timeout time.Duration, fanPeers bool, hea
 		benchenv.MiB(api.RSS), benchenv.MiB(api.Peak), benchenv.MiB(cp0.api.RSS), apiPerAgent, benchenv.MiB(etcd.RSS), benchenv.MiB(etcd.Peak))
 	fmt.Printf("etcd database: %.1f MiB in use (%.1f MiB file), %.1f MiB in use before the agents: %.2f KiB per blade\n",
 		float64(cp2.dbInUse)/(1<<20), float64(cp2.dbTotal)/(1<<20), float64(cp0.dbInUse)/(1<<20), dbPerBlade/1024)
-	fmt.Printf("fleet-result fan_peers=%t agents=%d rate=%g created_s=%.2f blades_s=%.2f gen1_s=%.2f reached_s=%.2f config_s=%.2f writes_per_min=%.1f writes_per_blade_5min=%.3f window_s=%.0f heap_kib=%.1f sys_kib=%.1f cpu_pct=%.1f killed=%d stale_after_kill_s=%.1f stale_after_heartbeat_s=%.1f apiserver_rss_mib=%.0f apiserver_peak_mib=%.0f etcd_rss_mib=%.0f etcd_peak_mib=%.0f apiserver_start_cpu_s=%.1f apiserver_steady_pct=%.2f apiserver_kib_per_agent=%.1f etcd_db_inuse_mib=%.1f etcd_db_kib_per_blade=%.2f start_failures=%d tls_handshake_timeout_s=%.0f\n",
-		fanPeers, n, rate, tCreated.Seconds(), tBlades.Seconds(), tGen1.Seconds(), tReached.Seconds(), tConfig.Seconds(), perMin, perBlade,
+	fmt.Printf("fleet-result fan_peers=%t agents=%d rate=%g created_s=%.2f blades_s=%.2f gen1_s=%.2f reached_s=%.2f reached_p50_s=%.2f reached_p90_s=%.2f sent_all_s=%.1f config_s=%.2f writes_per_min=%.1f writes_per_blade_5min=%.3f window_s=%.0f heap_kib=%.1f sys_kib=%.1f cpu_pct=%.1f killed=%d stale_after_kill_s=%.1f stale_after_heartbeat_s=%.1f apiserver_rss_mib=%.0f apiserver_peak_mib=%.0f etcd_rss_mib=%.0f etcd_peak_mib=%.0f apiserver_start_cpu_s=%.1f apiserver_steady_pct=%.2f apiserver_kib_per_agent=%.1f etcd_db_inuse_mib=%.1f etcd_db_kib_per_blade=%.2f start_failures=%d tls_handshake_timeout_s=%.0f\n",
+		fanPeers, n, rate, tCreated.Seconds(), tBlades.Seconds(), tGen1.Seconds(), tReached.Seconds(), q[0].Seconds(), q[1].Seconds(), tSent.Seconds(), tConfig.Seconds(), perMin, perBlade,
 		elapsed.Seconds(), heapPer, sysPer, cpuPct, kill, staleS, staleHbS, benchenv.MiB(api.RSS), benchenv.MiB(api.Peak), benchenv.MiB(etcd.RSS), benchenv.MiB(etcd.Peak),
 		startCPU, apiPct, apiPerAgent, float64(cp2.dbInUse)/(1<<20), dbPerBlade/1024, startFailures, handshakeTimeout.Seconds())
 	return nil
@@ -549,6 +598,15 @@ func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) (time
 // appliedGeneration returns how many of the fleet's agents have applied
 // generation gen of the BladeConfig to their hardware, and when the latest
 // of them did.
+// appliedTimes returns when each agent applied the config it runs.
+func appliedTimes(fleet []blade) []time.Time {
+	at := make([]time.Time, 0, len(fleet))
+	for _, b := range fleet {
+		at = append(at, b.rep.Stats().ConfigAppliedAt)
+	}
+	return at
+}
+
 func appliedGeneration(fleet []blade, gen int64) (n int, last time.Time) {
 	for _, b := range fleet {
 		s := b.rep.Stats()

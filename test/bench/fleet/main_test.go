@@ -22,9 +22,32 @@ func TestFleetSmoke(t *testing.T) {
 		testreq.Unavailable(t, "kube-apiserver and etcd: %v", err)
 	}
 	out := smoke.Stdout(t, func() error {
-		return run(6, 0, 0, 3*time.Second, 3*time.Minute, false, 0, 0, 20)
+		return run(params{n: 6, window: 3 * time.Second, timeout: 3 * time.Minute, rate: 20})
 	})
-	smoke.ResultLine(t, out, "fleet-result ", "agents=6 ", "rate=20 ", "reached_s=", "apiserver_start_cpu_s=", "etcd_db_kib_per_blade=", "writes_per_blade_5min=")
+	smoke.ResultLine(t, out, "fleet-result ", "agents=6 ", "rate=20 ", "reached_s=", "reached_p90_s=", "apiserver_start_cpu_s=", "etcd_db_kib_per_blade=", "writes_per_blade_5min=")
+	// The trace found kube-apiserver's watch-event counter: had the
+	// metric's name or labels changed, it would never see them all sent.
+	if strings.Contains(out, "sent_all_s=-1.0 ") {
+		t.Errorf("the reach trace never saw kube-apiserver send the 6 BladeConfig watch events:\n%s", out)
+	}
+}
+
+// The reach trace reads kube-apiserver's counters in both label styles
+// (kind, as in older versions, and resource) and ignores other kinds.
+func TestParseAPICounters(t *testing.T) {
+	body := []byte(`# HELP apiserver_watch_events_total [ALPHA] Number of events sent in watch clients
+# TYPE apiserver_watch_events_total counter
+apiserver_watch_events_total{group="kubeblade.io",kind="BladeConfig",version="v1alpha1"} 12
+apiserver_watch_events_total{group="",resource="nodes",version="v1"} 99
+apiserver_watch_events_total{group="kubeblade.io",resource="bladeconfigs",version="v1alpha1"} 3
+apiserver_terminated_watchers_total{group="kubeblade.io",resource="bladeconfigs.kubeblade.io"} 2
+apiserver_terminated_watchers_total{group="kubeblade.io",resource="bladeconfigs"} 1
+apiserver_longrunning_requests{component="apiserver",group="kubeblade.io",resource="bladeconfigs",scope="resource",subresource="",verb="WATCH",version="v1alpha1"} 6
+`)
+	c := parseAPICounters(body)
+	if c.sent != 15 || c.terminated != 3 || c.watchers != 6 {
+		t.Errorf("parseAPICounters = %+v, want sent 15, terminated 3, watchers 6", c)
+	}
 }
 
 // Failures are counted by cause, not by connection: two errors that differ
