@@ -36,7 +36,7 @@ func (r *Reporter) followPeer(ctx context.Context, name string) {
 		return
 	}
 	r.log.Info("following fan peer", "peer", name)
-	r.peerWatch = newObjectWatch(ctx, r.c.Blades, &v1alpha1.Blade{}, name, nil)
+	r.peerWatch = newObjectWatch(ctx, r.c.Blades, &v1alpha1.Blade{}, name, nil, nil)
 }
 
 // onPeer hands the peer's Blade, as last listed or watched, to the agent.

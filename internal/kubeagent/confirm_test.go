@@ -192,10 +192,17 @@ func TestConfigChangeIsAppliedAtOnceAndConfirmedSpread(t *testing.T) {
 	const delay = 2700 * time.Millisecond
 	bc.Spec.Agent.FanCurve = []agentconfigv1.FanCurveStep{{TemperatureCelsius: 20, Percent: 90}}
 	bc.Spec.Agent.LEDs.IdleColor = "#0000ff"
+	updated := time.Now()
 	if err := need(t).k8s.Update(context.Background(), bc); err != nil {
 		t.Fatal(err)
 	}
 	applied := waitApplied(t, b, 2)
+	// The watch's delivery of the change is recorded, between the
+	// update and the apply (the fleet harness tells the API server's
+	// part of a slow change from the agent's by it).
+	if d := b.rep.Stats().ConfigDeliveredAt; d.Before(updated) || d.After(applied) {
+		t.Errorf("ConfigDeliveredAt = %s, want between the update (%s) and the apply (%s)", d, updated, applied)
+	}
 	waitGeneration(t, b, name, 2)
 	status, ok := rec.first("status", `"generation":2`)
 	if !ok {

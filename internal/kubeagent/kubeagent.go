@@ -96,6 +96,11 @@ type Stats struct {
 	// (nil on the local config), and ConfigAppliedAt when.
 	Config          *v1alpha1.AppliedConfig
 	ConfigAppliedAt time.Time
+	// ConfigDeliveredAt is when the BladeConfig watch first delivered
+	// the generation in Config (zero if it did not, or not yet): a change
+	// applied well after it was delivered waited for the agent, not for
+	// the API server.
+	ConfigDeliveredAt time.Time
 }
 
 // appliedAt is a config and when it was applied.
@@ -127,6 +132,9 @@ type Reporter struct {
 	// lastApplied is the config last applied and when (nil until the
 	// first): Stats and ConfigApplied report it.
 	lastApplied atomic.Pointer[appliedAt]
+	// configDelivered is the BladeConfig generation the watch delivered
+	// last and when it first did (Stats.ConfigDeliveredAt).
+	configDelivered atomic.Pointer[appliedAt]
 
 	// Loop state, touched only by Run's goroutine.
 	node       *corev1.Node
@@ -231,6 +239,9 @@ func (r *Reporter) Stats() Stats {
 		BladeCreated: r.BladeCreated()}
 	if a := r.lastApplied.Load(); a != nil {
 		s.ConfigAppliedAt = a.at
+		if d := r.configDelivered.Load(); d != nil && a.config != nil && *d.config == *a.config {
+			s.ConfigDeliveredAt = d.at
+		}
 		if a.config != nil {
 			c := *a.config
 			s.Config = &c
@@ -264,7 +275,7 @@ func (r *Reporter) Run(ctx context.Context) error {
 	if in := r.o.Initial; in != nil && in.Node != nil {
 		firstNodes = in.Node
 	}
-	nodeWatch := newObjectWatch(ctx, r.c.Nodes, &corev1.Node{}, r.o.NodeName, firstNodes)
+	nodeWatch := newObjectWatch(ctx, r.c.Nodes, &corev1.Node{}, r.o.NodeName, firstNodes, nil)
 	defer func() {
 		stopAll(nodeWatch, r.cfgWatch, r.peerWatch)
 		<-recDone
@@ -337,7 +348,20 @@ func (r *Reporter) follow(ctx context.Context, name string) {
 	if in := r.o.Initial; in != nil && in.Config != nil && in.ConfigName == name && !r.initialUsed {
 		first, r.initialUsed = in.Config, true
 	}
-	r.cfgWatch = newObjectWatch(ctx, r.c.BladeConfigs, &v1alpha1.BladeConfig{}, name, first)
+	r.cfgWatch = newObjectWatch(ctx, r.c.BladeConfigs, &v1alpha1.BladeConfig{}, name, first, r.configDelivery)
+}
+
+// configDelivery notes when the BladeConfig watch first delivered each
+// generation (Stats.ConfigDeliveredAt).
+func (r *Reporter) configDelivery(o any) {
+	bc, ok := o.(*v1alpha1.BladeConfig)
+	if !ok {
+		return
+	}
+	if d := r.configDelivered.Load(); d != nil && d.config.Name == bc.Name && d.config.Generation == bc.Generation {
+		return
+	}
+	r.configDelivered.Store(&appliedAt{config: &v1alpha1.AppliedConfig{Name: bc.Name, Generation: bc.Generation}, at: r.clk.Now()})
 }
 
 func (r *Reporter) onConfig(ctx context.Context) {

@@ -179,7 +179,7 @@ func (f *fakeLister) Watch(_ context.Context, o metav1.ListOptions) (watch.Inter
 // watch cache to catch up with etcd: seconds, when a rack starts at once.
 func TestNamedWatchListsThenWatches(t *testing.T) {
 	f := &fakeLister{w: watch.NewFake()}
-	w := newObjectWatch[*corev1.NodeList](context.Background(), f, &corev1.Node{}, "n", nil)
+	w := newObjectWatch[*corev1.NodeList](context.Background(), f, &corev1.Node{}, "n", nil, nil)
 	defer w.stop()
 	select {
 	case <-w.changed:

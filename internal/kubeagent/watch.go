@@ -27,8 +27,10 @@ type objectWatch struct {
 // newObjectWatch lists and watches the object name. first, when not nil,
 // is a list of it the agent already made (Initial): the watch starts from
 // it, at its resourceVersion, rather than listing again; a later relist
-// (after the watch fell too far behind) asks the API server.
-func newObjectWatch[L runtime.Object](ctx context.Context, c kubeclient.ListerWatcher[L], obj runtime.Object, name string, first runtime.Object) *objectWatch {
+// (after the watch fell too far behind) asks the API server. delivered,
+// when not nil, is called with each new copy as it arrives, on the
+// watch's own goroutine, before the reader is told.
+func newObjectWatch[L runtime.Object](ctx context.Context, c kubeclient.ListerWatcher[L], obj runtime.Object, name string, first runtime.Object, delivered func(any)) *objectWatch {
 	// A plain list (resourceVersion 0, served from the API server's watch
 	// cache as it stands) and then a watch from it, not client-go's
 	// default streaming list: that one asks for a consistent initial
@@ -74,8 +76,18 @@ func newObjectWatch[L runtime.Object](ctx context.Context, c kubeclient.ListerWa
 		}
 	}
 	_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { notify() },
-		UpdateFunc: func(any, any) { notify() },
+		AddFunc: func(o any) {
+			if delivered != nil {
+				delivered(o)
+			}
+			notify()
+		},
+		UpdateFunc: func(_, o any) {
+			if delivered != nil {
+				delivered(o)
+			}
+			notify()
+		},
 		DeleteFunc: func(any) { notify() },
 	})
 	ctx, w.cancel = context.WithCancel(ctx)

@@ -58,6 +58,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -358,16 +359,13 @@ func run(p params) error {
 	// trace says, once a second, how far the API server's sending and
 	// the agents' applying had got.
 	var tReached time.Duration
-	sampled := time.Now()
+	stopTrace := trace.follow(ctx, start, func() int { c, _ := appliedGeneration(fleet, 2); return c })
 	_, err = waitFor(ctx, timeout, func() bool {
 		c, last := appliedGeneration(fleet, 2)
 		tReached = last.Sub(start)
-		if c < n && time.Since(sampled) >= time.Second {
-			sampled = time.Now()
-			trace.sample(ctx, time.Since(start), c)
-		}
 		return c == n
 	})
+	stopTrace()
 	stopProfile()
 	if err != nil {
 		c, _ := appliedGeneration(fleet, 2)
@@ -378,10 +376,12 @@ func run(p params) error {
 	fmt.Printf("BladeConfig change reached and applied by all %d agents %s after the update (confirmations spread over %s)\n",
 		n, tReached.Round(time.Millisecond), kubeagent.ConfirmSpread(int32(n), kubeagent.DefaultConfirmRate))
 	trace.sample(ctx, time.Since(start), n)
-	q := quantiles(appliedTimes(fleet), start, 0.5, 0.9, 0.99)
+	q, qd := reachQuantiles(fleet, start)
 	tSent := trace.sentAll(n)
-	fmt.Printf("applied by half the agents %s after the update, by 90 %% %s, by 99 %% %s; kube-apiserver had sent all %d watch events by %s (first sample that saw them all)\n",
-		q[0].Round(time.Millisecond), q[1].Round(time.Millisecond), q[2].Round(time.Millisecond), n, tSent.Round(time.Second))
+	fmt.Printf("applied by half the agents %s after the update, by 90 %% %s, by 99 %% %s; delivered by their watches to half %s, 90 %% %s, 99 %% %s, all %s; kube-apiserver had sent %d watch events by %s (bookmarks included)\n",
+		q[0].Round(time.Millisecond), q[1].Round(time.Millisecond), q[2].Round(time.Millisecond),
+		qd[0].Round(time.Millisecond), qd[1].Round(time.Millisecond), qd[2].Round(time.Millisecond), qd[3].Round(time.Millisecond), n, tSent.Round(time.Second))
+	printSlowest(fleet, start, 5)
 	_, err = waitFor(ctx, timeout, func() bool { _, c := blades.count(2); return c >= n })
 	tConfig := time.Since(start)
 	if err != nil {
@@ -455,8 +455,8 @@ func run(p params) error {
 		benchenv.MiB(api.RSS), benchenv.MiB(api.Peak), benchenv.MiB(cp0.api.RSS), apiPerAgent, benchenv.MiB(etcd.RSS), benchenv.MiB(etcd.Peak))
 	fmt.Printf("etcd database: %.1f MiB in use (%.1f MiB file), %.1f MiB in use before the agents: %.2f KiB per blade\n",
 		float64(cp2.dbInUse)/(1<<20), float64(cp2.dbTotal)/(1<<20), float64(cp0.dbInUse)/(1<<20), dbPerBlade/1024)
-	fmt.Printf("fleet-result fan_peers=%t agents=%d rate=%g created_s=%.2f blades_s=%.2f gen1_s=%.2f reached_s=%.2f reached_p50_s=%.2f reached_p90_s=%.2f sent_all_s=%.1f config_s=%.2f writes_per_min=%.1f writes_per_blade_5min=%.3f window_s=%.0f heap_kib=%.1f sys_kib=%.1f cpu_pct=%.1f killed=%d stale_after_kill_s=%.1f stale_after_heartbeat_s=%.1f apiserver_rss_mib=%.0f apiserver_peak_mib=%.0f etcd_rss_mib=%.0f etcd_peak_mib=%.0f apiserver_start_cpu_s=%.1f apiserver_steady_pct=%.2f apiserver_kib_per_agent=%.1f etcd_db_inuse_mib=%.1f etcd_db_kib_per_blade=%.2f start_failures=%d tls_handshake_timeout_s=%.0f\n",
-		fanPeers, n, rate, tCreated.Seconds(), tBlades.Seconds(), tGen1.Seconds(), tReached.Seconds(), q[0].Seconds(), q[1].Seconds(), tSent.Seconds(), tConfig.Seconds(), perMin, perBlade,
+	fmt.Printf("fleet-result fan_peers=%t agents=%d rate=%g created_s=%.2f blades_s=%.2f gen1_s=%.2f reached_s=%.2f reached_p50_s=%.2f reached_p90_s=%.2f delivered_s=%.2f config_s=%.2f writes_per_min=%.1f writes_per_blade_5min=%.3f window_s=%.0f heap_kib=%.1f sys_kib=%.1f cpu_pct=%.1f killed=%d stale_after_kill_s=%.1f stale_after_heartbeat_s=%.1f apiserver_rss_mib=%.0f apiserver_peak_mib=%.0f etcd_rss_mib=%.0f etcd_peak_mib=%.0f apiserver_start_cpu_s=%.1f apiserver_steady_pct=%.2f apiserver_kib_per_agent=%.1f etcd_db_inuse_mib=%.1f etcd_db_kib_per_blade=%.2f start_failures=%d tls_handshake_timeout_s=%.0f\n",
+		fanPeers, n, rate, tCreated.Seconds(), tBlades.Seconds(), tGen1.Seconds(), tReached.Seconds(), q[0].Seconds(), q[1].Seconds(), qd[3].Seconds(), tConfig.Seconds(), perMin, perBlade,
 		elapsed.Seconds(), heapPer, sysPer, cpuPct, kill, staleS, staleHbS, benchenv.MiB(api.RSS), benchenv.MiB(api.Peak), benchenv.MiB(etcd.RSS), benchenv.MiB(etcd.Peak),
 		startCPU, apiPct, apiPerAgent, float64(cp2.dbInUse)/(1<<20), dbPerBlade/1024, startFailures, handshakeTimeout.Seconds())
 	return nil
@@ -598,13 +598,34 @@ func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) (time
 // appliedGeneration returns how many of the fleet's agents have applied
 // generation gen of the BladeConfig to their hardware, and when the latest
 // of them did.
-// appliedTimes returns when each agent applied the config it runs.
-func appliedTimes(fleet []blade) []time.Time {
+// reachQuantiles returns the times from start by which half, 90 % and
+// 99 % of the agents had applied the config they run, and by which half,
+// 90 %, 99 % and all had had it delivered by their watch.
+func reachQuantiles(fleet []blade, start time.Time) (applied, delivered []time.Duration) {
 	at := make([]time.Time, 0, len(fleet))
+	dl := make([]time.Time, 0, len(fleet))
 	for _, b := range fleet {
-		at = append(at, b.rep.Stats().ConfigAppliedAt)
+		s := b.rep.Stats()
+		at = append(at, s.ConfigAppliedAt)
+		dl = append(dl, s.ConfigDeliveredAt)
 	}
-	return at
+	return quantiles(at, start, 0.5, 0.9, 0.99), quantiles(dl, start, 0.5, 0.9, 0.99, 1)
+}
+
+// printSlowest prints the k agents that applied the change last: when
+// their watch delivered it, and when they applied it.
+func printSlowest(fleet []blade, start time.Time, k int) {
+	idx := make([]int, len(fleet))
+	for i := range idx {
+		idx[i] = i
+	}
+	applied := func(i int) time.Time { return fleet[i].rep.Stats().ConfigAppliedAt }
+	slices.SortFunc(idx, func(a, b int) int { return applied(b).Compare(applied(a)) })
+	for _, i := range idx[:min(k, len(idx))] {
+		s := fleet[i].rep.Stats()
+		fmt.Printf("  slow: agent %d: delivered %s after the update, applied %s after it (%d requests, %d writes so far, connected %t)\n",
+			i, s.ConfigDeliveredAt.Sub(start).Round(time.Millisecond), s.ConfigAppliedAt.Sub(start).Round(time.Millisecond), s.Requests, s.Writes, s.Connected)
+	}
 }
 
 func appliedGeneration(fleet []blade, gen int64) (n int, last time.Time) {

@@ -140,17 +140,40 @@ func parseAPICounters(body []byte) apiCounters {
 	return c
 }
 
+// follow samples once a second, on a goroutine of its own (a sample waits
+// for kube-apiserver, which a change keeps busy), until stop is called.
+func (t *reachTrace) follow(ctx context.Context, start time.Time, applied func() int) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				t.sample(ctx, time.Since(start), applied())
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
 // sample records one point; applied is how many agents have applied the
 // change.
 func (t *reachTrace) sample(ctx context.Context, since time.Duration, applied int) {
 	c, err := t.read(ctx)
 	if err != nil {
-		fmt.Printf("  reach trace: reading kube-apiserver's metrics: %v\n", err)
+		if ctx.Err() == nil {
+			fmt.Printf("  reach trace: reading kube-apiserver's metrics: %v\n", err)
+		}
 		return
 	}
 	s := reachSample{at: since, api: c, applied: applied}
 	t.samples = append(t.samples, s)
-	fmt.Printf("  %5.1f s: kube-apiserver sent %.0f BladeConfig watch events (%.0f watchers closed as too slow, %.0f open); %d agents applied it\n",
+	fmt.Printf("  %5.1f s: kube-apiserver sent %.0f BladeConfig watch events, bookmarks included (%.0f watchers closed as too slow, %.0f open); %d agents applied it\n",
 		since.Seconds(), c.sent-t.before.sent, c.terminated-t.before.terminated, c.watchers, applied)
 }
 
