@@ -82,6 +82,12 @@ func (r *Reporter) recordConfigApplied(now time.Time) {
 	if len(r.appliedEvents) == 0 || r.confirming(now) {
 		return
 	}
+	// The config applier got to the hardware before the loop took the
+	// config over (and so before its confirmation was held): wait for
+	// the loop.
+	if a := r.lastApplied.Load(); a != nil && !sameConfig(a.config, r.applied) {
+		return
+	}
 	for _, ev := range r.appliedEvents {
 		r.events.Record(ev)
 	}

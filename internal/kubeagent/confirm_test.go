@@ -260,3 +260,97 @@ func TestStateChangeDuringTheSpreadIsWrittenAtOnce(t *testing.T) {
 		return ok, ""
 	})
 }
+
+// statusGate holds the agent's Blade status writes while closed: the API
+// server answering late, as a busy one does.
+type statusGate struct {
+	rt      http.RoundTripper
+	closed  chan struct{} // closed while writes pass
+	waiting chan struct{} // one value per write that found the gate shut
+	mu      sync.Mutex
+	shut    bool
+}
+
+func (g *statusGate) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPatch && strings.Contains(req.URL.Path, "/blades/") && strings.HasSuffix(req.URL.Path, "/status") {
+		g.mu.Lock()
+		shut, open := g.shut, g.closed
+		g.mu.Unlock()
+		if shut {
+			select {
+			case g.waiting <- struct{}{}:
+			default:
+			}
+			select {
+			case <-open:
+			case <-req.Context().Done():
+				return nil, req.Context().Err()
+			}
+		}
+	}
+	return g.rt.RoundTrip(req)
+}
+
+func (g *statusGate) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.shut, g.closed = true, make(chan struct{})
+}
+
+func (g *statusGate) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shut {
+		g.shut = false
+		close(g.closed)
+	}
+}
+
+// A BladeConfig change reaches the hardware while the agent's loop waits
+// for the API server to answer a write: the config applier does not wait
+// with it. A 10 000-agent run found agents applying a change 40 s after
+// their watch delivered it, their loop in a write answered only by a
+// timeout. Once the write is answered, the change is confirmed.
+func TestConfigReachesTheHardwareWhileAWriteWaits(t *testing.T) {
+	const name = "write-waits"
+	ctx := context.Background()
+	k8s := need(t).k8s
+	bc := &v1alpha1.BladeConfig{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := k8s.Create(ctx, bc); err != nil {
+		t.Fatal(err)
+	}
+	labelledNode(t, name, name)
+	gate := &statusGate{waiting: make(chan struct{}, 1)}
+	b := startBlade(t, name, func(_ *simulated.Options, _ *agentconfigv1.AgentConfig, ro *Options) {
+		ro.Config.Wrap(func(rt http.RoundTripper) http.RoundTripper { gate.rt = rt; return gate })
+	})
+	waitGeneration(t, b, name, 1)
+	gate.close()
+	defer gate.open()
+	// A change of the blade's own state is written at once: that write
+	// now waits at the gate, and the loop with it.
+	b.annotate(map[string]*string{v1alpha1.AnnotationIdentify: ptr("true")})
+	select {
+	case <-gate.waiting:
+	case <-time.After(waitTimeout):
+		t.Fatal("the identify write never reached the API server")
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: name}, bc); err != nil {
+		t.Fatal(err)
+	}
+	bc.Spec.Agent.FanCurve = []agentconfigv1.FanCurveStep{{TemperatureCelsius: 20, Percent: 90}}
+	if err := k8s.Update(ctx, bc); err != nil {
+		t.Fatal(err)
+	}
+	waitApplied(t, b, 2)
+	if got := b.blade.State().FanPercent; got != 90 {
+		t.Errorf("fan at %d %% with generation 2 applied, want its curve's 90 %%", got)
+	}
+	select {
+	case <-gate.closed:
+		t.Fatal("the gate opened before the change was applied: the test proves nothing")
+	default:
+	}
+	gate.open()
+	waitGeneration(t, b, name, 2)
+}

@@ -382,6 +382,7 @@ func run(p params) error {
 		q[0].Round(time.Millisecond), q[1].Round(time.Millisecond), q[2].Round(time.Millisecond),
 		qd[0].Round(time.Millisecond), qd[1].Round(time.Millisecond), qd[2].Round(time.Millisecond), qd[3].Round(time.Millisecond), n, tSent.Round(time.Second))
 	printSlowest(fleet, start, 5)
+	fmt.Printf("failed requests so far, the wave's %d included: %s\n", startFailures, fails)
 	_, err = waitFor(ctx, timeout, func() bool { _, c := blades.count(2); return c >= n })
 	tConfig := time.Since(start)
 	if err != nil {
